@@ -1,0 +1,130 @@
+"""problem+json (RFC 9457) for every error: domain errors, validation, the router's 404/405, DB outages.
+
+The one place that maps exceptions to HTTP statuses; `problem_responses()` documents them in OpenAPI.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.api.schemas import Problem
+from app.errors import Conflict, NotFound, OrchestratorError, Unavailable, ValidationFailed
+
+log = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+
+_STATUS: list[tuple[type[OrchestratorError], int]] = [
+    (NotFound, 404),
+    (Conflict, 409),
+    (ValidationFailed, 422),
+    (Unavailable, 503),
+]
+
+
+def problem(
+    status: int,
+    detail: str,
+    title: str | None = None,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    phrase = HTTPStatus(status).phrase
+    body: dict[str, Any] = {
+        "type": f"/problems/{phrase.lower().replace(' ', '-').replace('/', '-')}",
+        "title": title or phrase,
+        "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = errors
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def _clean_loc(loc: Any) -> list[str | int]:
+    return [p if isinstance(p, int) else str(p) for p in loc]
+
+
+async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = [
+        {
+            "loc": _clean_loc(e.get("loc", [])),
+            "msg": str(e.get("msg", "invalid")),
+            "type": str(e.get("type", "value_error")),
+        }
+        for e in exc.errors()
+    ]
+    if not errors:
+        errors = [{"loc": ["body"], "msg": "invalid request", "type": "value_error"}]
+    return problem(422, "The request is invalid; see `errors`.", errors=errors)
+
+
+async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
+    return problem(exc.status_code, detail, headers=getattr(exc, "headers", None))
+
+
+async def _domain(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, OrchestratorError)
+    for cls, status in _STATUS:
+        if isinstance(exc, cls):
+            errors = exc.errors if isinstance(exc, ValidationFailed) else None
+            return problem(status, exc.detail, title=exc.title, errors=errors)
+    return problem(500, exc.detail)
+
+
+async def _db_down(_: Request, exc: Exception) -> JSONResponse:
+    log.warning("database unavailable", extra={"error": type(exc).__name__})
+    return problem(503, "The database is unreachable; try again shortly.", headers={"Retry-After": "2"})
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error")
+    return problem(500, "An unexpected error occurred; it has been logged.")
+
+
+def is_db_outage(exc: BaseException) -> bool:
+    return isinstance(exc, OperationalError | PoolTimeoutError | ConnectionError) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    )
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http)  # type: ignore[arg-type]
+    app.add_exception_handler(OrchestratorError, _domain)
+    app.add_exception_handler(OperationalError, _db_down)
+    app.add_exception_handler(PoolTimeoutError, _db_down)
+    app.add_exception_handler(ConnectionError, _db_down)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+_DESCRIPTIONS = {
+    401: "Missing, malformed or revoked API key",
+    403: "The key lacks the scope this operation needs",
+    404: "No such job for this tenant",
+    409: "The state machine forbids this transition",
+    413: "Request body over MAX_BODY_BYTES",
+    422: "Invalid input; `errors` lists each bad field",
+    503: "MySQL (or Redis) is unreachable",
+}
+
+
+def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {
+        code: {
+            "model": Problem,
+            "description": _DESCRIPTIONS.get(code, HTTPStatus(code).phrase),
+            "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        for code in codes
+    }

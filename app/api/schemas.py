@@ -1,0 +1,165 @@
+"""Wire schemas (JobCreate, JobPublic, JobPage, …); table models never leave the service layer raw.
+
+Timestamps are RFC 3339 UTC with microseconds, e.g. `2026-11-22T12:00:30.000000Z`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer
+
+from app.models import JobAttempt, ReportJob
+from app.reports.registry import ReportType
+from app.states import AttemptOutcome, JobStatus
+
+
+def _stamp(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+Stamp = Annotated[datetime, PlainSerializer(_stamp, return_type=str, when_used="json")]
+
+
+class JobCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"report_type": "demo.csv", "params": {"rows": 1000}}]},
+    )
+
+    report_type: str = Field(min_length=1, max_length=100, description="A registered report type name")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Checked against the type's params schema"
+    )
+    run_at: AwareDatetime | None = Field(None, description="Start no earlier than this (≤ 30 days ahead)")
+    max_attempts: int | None = Field(None, ge=1, le=100, description="Overrides the type's attempt budget")
+    ordering_key: str | None = Field(None, min_length=1, max_length=200)
+    callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
+
+
+class ErrorInfo(BaseModel):
+    type: str
+    message: str
+    retryable: bool
+
+
+class OutputPublic(BaseModel):
+    url: str
+    filename: str
+    content_type: str
+    size: int
+
+
+class JobPublic(BaseModel):
+    id: str
+    report_type: str
+    params: dict[str, Any]
+    status: JobStatus
+    attempt: int
+    max_attempts: int
+    next_attempt_at: Stamp | None
+    run_at: Stamp | None
+    ordering_key: str | None
+    progress: float | None
+    last_error: ErrorInfo | None
+    output: OutputPublic | None
+    replay_count: int
+    created_at: Stamp
+    started_at: Stamp | None
+    finished_at: Stamp | None
+    updated_at: Stamp
+
+    @classmethod
+    def of(cls, job: ReportJob) -> JobPublic:
+        output = None
+        if job.status == JobStatus.DONE and job.output_filename:
+            output = OutputPublic(
+                url=f"/v1/jobs/{job.id}/output",
+                filename=job.output_filename,
+                content_type=job.output_content_type or "application/octet-stream",
+                size=job.output_size or 0,
+            )
+        return cls(
+            id=job.id,
+            report_type=job.report_type,
+            params=job.params,
+            status=job.status,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            next_attempt_at=job.next_attempt_at,
+            run_at=job.run_at,
+            ordering_key=job.ordering_key,
+            progress=job.progress,
+            last_error=ErrorInfo.model_validate(job.last_error) if job.last_error else None,
+            output=output,
+            replay_count=job.replay_count,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            updated_at=job.updated_at,
+        )
+
+
+class JobPage(BaseModel):
+    items: list[JobPublic]
+    next_cursor: str | None
+
+
+class AttemptPublic(BaseModel):
+    attempt: int
+    started_at: Stamp
+    finished_at: Stamp | None
+    outcome: AttemptOutcome
+    error: ErrorInfo | None
+    worker: str | None
+
+    @classmethod
+    def of(cls, row: JobAttempt) -> AttemptPublic:
+        return cls(
+            attempt=row.attempt,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            outcome=row.outcome,
+            error=ErrorInfo.model_validate(row.error) if row.error else None,
+            worker=row.worker,
+        )
+
+
+class ReportTypePublic(BaseModel):
+    name: str
+    description: str
+    params_schema: dict[str, Any]
+    timeout_s: float
+    max_attempts: int
+
+    @classmethod
+    def of(cls, rtype: ReportType, default_timeout_s: float, default_max_attempts: int) -> ReportTypePublic:
+        return cls(
+            name=rtype.name,
+            description=rtype.description,
+            params_schema=rtype.params_schema(),
+            timeout_s=rtype.timeout_s or default_timeout_s,
+            max_attempts=rtype.max_attempts or default_max_attempts,
+        )
+
+
+class FieldError(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] | None = None
+
+
+class Health(BaseModel):
+    status: str
+    checks: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,146 @@
+"""`reportctl`: manage API keys (directly in the database) and submit/inspect jobs (over the API).
+
+API commands read REPORTCTL_API_URL (default http://127.0.0.1:8000) and REPORTCTL_API_KEY.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+import httpx
+import typer
+
+from app import service
+from app.db import dispose_engine
+from app.errors import ValidationFailed
+
+cli = typer.Typer(help="report-orchestrator command line", no_args_is_help=True)
+keys = typer.Typer(help="API keys (talks to the database in DATABASE_URL)", no_args_is_help=True)
+cli.add_typer(keys, name="keys")
+
+ApiUrl = Annotated[str, typer.Option("--api-url", envvar="REPORTCTL_API_URL")]
+ApiKey = Annotated[str, typer.Option("--api-key", envvar="REPORTCTL_API_KEY", show_default=False)]
+
+
+def _run_db(coro: Any) -> Any:
+    async def wrapped() -> Any:
+        try:
+            return await coro
+        finally:
+            await dispose_engine()
+
+    return asyncio.run(wrapped())
+
+
+@keys.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="Tenant the key belongs to")],
+    scopes: Annotated[
+        str, typer.Option(help="Comma-separated: jobs:read,jobs:write,admin")
+    ] = "jobs:read,jobs:write",
+    name: Annotated[str | None, typer.Option(help="A label for the key")] = None,
+) -> None:
+    """Create a key and print it once (only its hash is stored)."""
+    try:
+        key, raw = _run_db(
+            service.create_api_key(tenant, [s.strip() for s in scopes.split(",") if s.strip()], name)
+        )
+    except ValidationFailed as exc:
+        typer.echo(f"error: {exc.detail} {exc.errors}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"created key {key.id} for tenant {key.tenant} with scopes {key.scopes}", err=True)
+    typer.echo(raw)
+
+
+@keys.command("list")
+def keys_list(tenant: Annotated[str | None, typer.Option(help="Only this tenant")] = None) -> None:
+    """List keys (never their secrets)."""
+    for key in _run_db(service.list_api_keys(tenant)):
+        state = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
+        typer.echo(
+            f"{key.id}  {key.prefix}…  tenant={key.tenant}  scopes={key.scopes}  {state}  {key.name or ''}"
+        )
+
+
+@keys.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="Key id or its printed prefix")]) -> None:
+    """Revoke a key; API replicas refuse it within API_KEY_CACHE_TTL_S."""
+    if not _run_db(service.revoke_api_key(key_id)):
+        typer.echo("no active key with that id or prefix", err=True)
+        raise typer.Exit(1)
+    typer.echo("revoked")
+
+
+def _client(api_url: str, api_key: str) -> httpx.Client:
+    return httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=40)
+
+
+def _print_response(resp: httpx.Response) -> None:
+    try:
+        typer.echo(json.dumps(resp.json(), indent=2, ensure_ascii=False))
+    except ValueError:
+        typer.echo(resp.text)
+    if resp.status_code >= 400:
+        raise typer.Exit(1)
+
+
+def _parse_param(item: str) -> tuple[str, Any]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise typer.BadParameter(f"expected k=v, got {item!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+@cli.command()
+def submit(
+    report_type: Annotated[str, typer.Argument(help="e.g. demo.csv")],
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="k=v (v parsed as JSON if it can be)")
+    ] = None,
+    run_at: Annotated[str | None, typer.Option(help="ISO 8601 start time")] = None,
+    idempotency_key: Annotated[str | None, typer.Option(help="Idempotency-Key header")] = None,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = "",
+) -> None:
+    """Submit a job and print it."""
+    body: dict[str, Any] = {"report_type": report_type, "params": dict(_parse_param(p) for p in param or [])}
+    if run_at:
+        body["run_at"] = run_at
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    with _client(api_url, api_key) as client:
+        _print_response(client.post("/v1/jobs", json=body, headers=headers))
+
+
+@cli.command()
+def status(
+    job_id: str,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until the job is terminal")] = False,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = "",
+) -> None:
+    """Print a job; with --wait, long-poll until it is done, dead or cancelled."""
+    with _client(api_url, api_key) as client:
+        while True:
+            resp = client.get(f"/v1/jobs/{job_id}", params={"wait": 30} if wait else None)
+            if not wait or resp.status_code != 200 or resp.json()["status"] in ("done", "dead", "cancelled"):
+                break
+        _print_response(resp)
+
+
+def main() -> None:
+    try:
+        cli()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("LOG_JSON", "false")
+    main()

@@ -1,0 +1,114 @@
+"""Settings for every process, read from the environment and `.env` (see the README's table).
+
+Times are seconds and may be fractional so tests can run the whole state machine quickly.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+PLACEHOLDER_SECRETS = {"", "changeme", "change-me", "secret", "password", "xxx", "todo", "sec", "example"}
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    env: str = "development"
+    database_url: SecretStr = SecretStr("sqlite+aiosqlite:///./var/reports.db")
+    redis_url: SecretStr | None = None
+    retry_delays_s: Annotated[list[float], NoDecode] = Field(default_factory=lambda: [10.0, 30.0, 60.0])
+    job_timeout_s: float = Field(300.0, gt=0)
+    stuck_after_s: float = Field(360.0, gt=0)
+    scan_interval_s: float = Field(60.0, gt=0)
+    dead_letter_ttl_s: float = Field(604800.0, gt=0)
+    dead_letter_retention_s: float = Field(90 * 86400.0, gt=0)
+    job_retention_s: float = Field(259200.0, gt=0)
+    output_dir: Path = Path("./var/outputs")
+    dingtalk_webhook_url: SecretStr | None = None
+    dingtalk_secret: SecretStr | None = None
+    enable_demo_reports: bool = False
+    report_modules: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    max_body_bytes: int = Field(65536, gt=0)
+    idempotency_ttl_s: float = Field(86400.0, gt=0)
+    api_key_cache_ttl_s: float = Field(2.0, ge=0)
+    worker_max_jobs: int = Field(10, gt=0)
+    worker_poll_delay_s: float = Field(0.05, gt=0)
+    queue_name: str = "arq:queue"
+    dead_letter_queue_name: str = "arq:dead-letters"
+    db_pool_size: int = Field(10, gt=0)
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    @field_validator("retry_delays_s", mode="before")
+    @classmethod
+    def _parse_delays(cls, value: object) -> object:
+        if isinstance(value, str):
+            import json
+
+            text = value.strip()
+            parsed = json.loads(text) if text.startswith("[") else [p for p in text.split(",") if p.strip()]
+            return [float(p) for p in parsed]
+        return value
+
+    @field_validator("report_modules", mode="before")
+    @classmethod
+    def _parse_modules(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [m.strip() for m in value.split(",") if m.strip()]
+        return value
+
+    @field_validator("retry_delays_s")
+    @classmethod
+    def _delays_non_negative(cls, value: list[float]) -> list[float]:
+        if any(d < 0 for d in value):
+            raise ValueError("retry delays must be >= 0")
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_placeholders_in_production(self) -> Settings:
+        if self.env.lower() != "production":
+            return self
+        if self.dingtalk_secret is not None and self.dingtalk_secret.get_secret_value().lower() in (
+            PLACEHOLDER_SECRETS
+        ):
+            raise ValueError("DINGTALK_SECRET looks like a placeholder; refusing to start in production")
+        url = self.database_url.get_secret_value()
+        if url.startswith("sqlite"):
+            raise ValueError("DATABASE_URL must point at MySQL in production")
+        for word in ("changeme", "change-me", ":password@", ":secret@"):
+            if word in url:
+                raise ValueError("DATABASE_URL has a placeholder password; refusing to start in production")
+        return self
+
+    @property
+    def default_max_attempts(self) -> int:
+        return len(self.retry_delays_s) + 1
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        """Often enough that a live attempt is never mistaken for a lost one."""
+        return max(0.05, min(self.stuck_after_s / 4, 30.0))
+
+    @property
+    def effective_redis_url(self) -> str:
+        return self.redis_url.get_secret_value() if self.redis_url else DEFAULT_REDIS_URL
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.get_secret_value().startswith("sqlite")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+def reset_settings() -> None:
+    """Forget the cached settings (tests change the environment between apps)."""
+    get_settings.cache_clear()

@@ -1,0 +1,152 @@
+"""SQLModel tables: report jobs, their attempts, dead letters and API keys.
+
+Datetimes are stored as naive UTC with microseconds and always come back timezone-aware.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Dialect
+from sqlmodel import Field, SQLModel
+
+from app.states import AlertStatus, AttemptOutcome, JobStatus
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """DATETIME(6) holding naive UTC; accepts aware datetimes and returns aware UTC ones."""
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(sa.DateTime())
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to UTCDateTime; pass an aware one")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _enum(enum_cls: type[Any], length: int = 16) -> sa.Enum:
+    return sa.Enum(
+        enum_cls,
+        native_enum=False,
+        length=length,
+        create_constraint=False,
+        values_callable=lambda members: [m.value for m in members],
+    )
+
+
+def _ts(nullable: bool = True, index: bool = False) -> Any:
+    return Field(default=None, sa_type=UTCDateTime, nullable=nullable, index=index)
+
+
+class ReportJob(SQLModel, table=True):
+    __tablename__ = "report_jobs"
+    __table_args__ = (
+        sa.UniqueConstraint("tenant", "idempotency_key", name="uq_report_jobs_tenant_idem"),
+        sa.Index("ix_report_jobs_tenant_id", "tenant", "id"),
+        sa.Index("ix_report_jobs_status_next", "status", "next_attempt_at"),
+        sa.Index("ix_report_jobs_status_heartbeat", "status", "heartbeat_at"),
+        sa.Index("ix_report_jobs_status_finished", "status", "finished_at"),
+    )
+
+    id: str = Field(primary_key=True, max_length=26)
+    tenant: str = Field(max_length=64)
+    report_type: str = Field(max_length=100)
+    params: dict[str, Any] = Field(default_factory=dict, sa_type=sa.JSON, nullable=False)
+    status: JobStatus = Field(sa_type=_enum(JobStatus), nullable=False)
+    attempt: int = Field(default=0, nullable=False)
+    max_attempts: int = Field(nullable=False)
+    timeout_s: float = Field(nullable=False)
+    next_attempt_at: datetime | None = _ts()
+    run_at: datetime | None = _ts()
+    ordering_key: str | None = Field(default=None, max_length=200)
+    callback_url: str | None = Field(default=None, max_length=2000)
+    progress: float | None = Field(default=None)
+    last_error: dict[str, Any] | None = Field(default=None, sa_type=sa.JSON)
+    output_path: str | None = Field(default=None, max_length=500)
+    output_filename: str | None = Field(default=None, max_length=255)
+    output_content_type: str | None = Field(default=None, max_length=100)
+    output_size: int | None = Field(default=None, sa_type=sa.BigInteger)
+    replay_count: int = Field(default=0, nullable=False)
+    attempts_total: int = Field(default=0, nullable=False)
+    idempotency_key: str | None = Field(default=None, max_length=200)
+    request_hash: str | None = Field(default=None, max_length=64)
+    worker: str | None = Field(default=None, max_length=200)
+    heartbeat_at: datetime | None = _ts()
+    cancel_requested: bool = Field(default=False, nullable=False)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    started_at: datetime | None = _ts()
+    finished_at: datetime | None = _ts()
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class JobAttempt(SQLModel, table=True):
+    __tablename__ = "job_attempts"
+    __table_args__ = (sa.UniqueConstraint("job_id", "attempt", "replay", name="uq_job_attempts_job_attempt"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(max_length=26, foreign_key="report_jobs.id", ondelete="CASCADE")
+    replay: int = Field(default=0, nullable=False)
+    attempt: int = Field(nullable=False)
+    started_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    finished_at: datetime | None = _ts()
+    outcome: AttemptOutcome = Field(sa_type=_enum(AttemptOutcome), nullable=False)
+    error: dict[str, Any] | None = Field(default=None, sa_type=sa.JSON)
+    worker: str | None = Field(default=None, max_length=200)
+
+
+class DeadLetter(SQLModel, table=True):
+    __tablename__ = "dead_letters"
+    __table_args__ = (
+        sa.Index("ix_dead_letters_tenant_id", "tenant", "id"),
+        sa.Index("ix_dead_letters_alert_status", "alert_status"),
+        sa.Index("ix_dead_letters_expire_at", "expire_at"),
+        sa.Index("ix_dead_letters_archived_at", "archived_at"),
+    )
+
+    id: str = Field(primary_key=True, max_length=26)
+    job_id: str = Field(max_length=26, foreign_key="report_jobs.id", ondelete="CASCADE", index=True)
+    tenant: str = Field(max_length=64)
+    report_type: str = Field(max_length=100, index=True)
+    params: dict[str, Any] = Field(default_factory=dict, sa_type=sa.JSON, nullable=False)
+    error: dict[str, Any] | None = Field(default=None, sa_type=sa.JSON)
+    attempts: int = Field(nullable=False)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    expire_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    archived_at: datetime | None = _ts()
+    replayed_at: datetime | None = _ts()
+    alert_status: AlertStatus = Field(default=AlertStatus.PENDING, sa_type=_enum(AlertStatus), nullable=False)
+    alert_sent_at: datetime | None = _ts()
+    alert_attempts: int = Field(default=0, nullable=False)
+
+
+class ApiKey(SQLModel, table=True):
+    __tablename__ = "api_keys"
+
+    id: str = Field(primary_key=True, max_length=26)
+    prefix: str = Field(max_length=16)
+    key_hash: str = Field(max_length=64, unique=True)
+    tenant: str = Field(max_length=64, index=True)
+    scopes: str = Field(max_length=200)
+    name: str | None = Field(default=None, max_length=100)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    revoked_at: datetime | None = _ts()

@@ -1,0 +1,97 @@
+"""The arq side: one Redis pool per process and the enqueue calls, always made after the commit.
+
+Redis only carries work; when an enqueue fails the job stays committed and the scheduler re-enqueues it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from arq import create_pool
+from arq.connections import ArqRedis, RedisSettings
+from arq.constants import job_key_prefix
+
+from app.config import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+RUN_REPORT = "run_report"
+HANDLE_DEAD_LETTER = "handle_dead_letter"
+
+_pool: ArqRedis | None = None
+
+
+def redis_settings(settings: Settings) -> RedisSettings:
+    rs = RedisSettings.from_dsn(settings.effective_redis_url)
+    rs.conn_timeout = 2
+    rs.conn_retries = 1
+    rs.conn_retry_delay = 0
+    return rs
+
+
+async def get_pool() -> ArqRedis:
+    global _pool
+    if _pool is None:
+        settings = get_settings()
+        _pool = await create_pool(redis_settings(settings), default_queue_name=settings.queue_name)
+    return _pool
+
+
+async def close_pool() -> None:
+    global _pool
+    if _pool is not None:
+        await _pool.aclose()
+    _pool = None
+
+
+def arq_job_id(job_id: str, replay_count: int) -> str:
+    """One arq job per replay generation; retries reuse it through `Retry`, so Redis dedups re-enqueues."""
+    return f"{job_id}:{replay_count}"
+
+
+async def enqueue_run(job_id: str, replay_count: int, defer_until: datetime | None = None) -> bool:
+    """Put a report job on the main queue; False (logged) if Redis refused, never raises."""
+    try:
+        pool = await get_pool()
+        await pool.enqueue_job(
+            RUN_REPORT,
+            job_id,
+            _job_id=arq_job_id(job_id, replay_count),
+            _queue_name=get_settings().queue_name,
+            _defer_until=defer_until,
+        )
+        return True
+    except Exception as exc:
+        log.warning(
+            "enqueue failed; the scheduler will re-enqueue", extra={"job_id": job_id, "error": repr(exc)}
+        )
+        return False
+
+
+async def enqueue_dead_letter(letter_id: str) -> bool:
+    try:
+        pool = await get_pool()
+        await pool.enqueue_job(
+            HANDLE_DEAD_LETTER,
+            letter_id,
+            _job_id=f"dl:{letter_id}",
+            _queue_name=get_settings().dead_letter_queue_name,
+        )
+        return True
+    except Exception as exc:
+        log.warning(
+            "dead-letter publish failed; the scheduler will re-publish",
+            extra={"dead_letter_id": letter_id, "error": repr(exc)},
+        )
+        return False
+
+
+async def is_queued(job_id: str, replay_count: int) -> bool:
+    pool = await get_pool()
+    return bool(await pool.exists(job_key_prefix + arq_job_id(job_id, replay_count)))
+
+
+async def ping() -> None:
+    pool = await get_pool()
+    await pool.ping()

@@ -1,0 +1,70 @@
+"""What a report function receives and may raise.
+
+`ReportContext.output()` writes the report file atomically; `set_progress()` is flushed by the heartbeat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from app.storage import AtomicFile, attempt_dir, relative_to_root, safe_filename
+
+
+class PermanentError(Exception):
+    """Raised by a report when retrying cannot help; the job goes straight to `dead`."""
+
+
+@dataclass
+class OutputInfo:
+    path: str  # relative to OUTPUT_DIR
+    filename: str
+    content_type: str
+    size: int
+
+
+class ReportContext:
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        tenant: str,
+        attempt: int,
+        replay: int,
+        attempts_total: int,
+        output_root: Path,
+    ) -> None:
+        self.job_id = job_id
+        self.tenant = tenant
+        self.attempt = attempt
+        self.replay = replay
+        self.attempts_total = attempts_total
+        self.output_root = output_root
+        self.progress: float | None = None
+        self.output_info: OutputInfo | None = None
+
+    def set_progress(self, fraction: float) -> None:
+        self.progress = min(1.0, max(0.0, float(fraction)))
+
+    @contextmanager
+    def output(self, filename: str, content_type: str, binary: bool = False) -> Iterator[IO[Any]]:
+        """Open the report's output file; it appears under its name only if the block finishes."""
+        name = safe_filename(filename)
+        final = attempt_dir(self.output_root, self.job_id, self.replay, self.attempt) / name
+        atomic = AtomicFile(final, binary=binary)
+        fh = atomic.open()
+        try:
+            yield fh
+        except BaseException:
+            atomic.abort()
+            raise
+        size = atomic.commit()
+        self.output_info = OutputInfo(
+            path=relative_to_root(self.output_root, final),
+            filename=name,
+            content_type=content_type,
+            size=size,
+        )

@@ -1,0 +1,239 @@
+"""Every SQL statement of the project, behind one object per session.
+
+State changes are guarded UPDATEs (compare-and-set on status + attempt + replay_count) so a duplicate
+delivery or a stale attempt changes nothing; callers look at the returned row count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import ColumnElement
+
+from app.models import ApiKey, DeadLetter, JobAttempt, ReportJob
+from app.states import AlertStatus, AttemptOutcome, JobStatus
+
+# Core tables for UPDATE/DELETE: no ORM session synchronisation, the row counts are what matter.
+JOBS = ReportJob.__table__  # type: ignore[attr-defined]
+ATTEMPTS = JobAttempt.__table__  # type: ignore[attr-defined]
+LETTERS = DeadLetter.__table__  # type: ignore[attr-defined]
+KEYS = ApiKey.__table__  # type: ignore[attr-defined]
+J = JOBS.c
+A = ATTEMPTS.c
+D = LETTERS.c
+K = KEYS.c
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    tenant: str | None
+    statuses: Sequence[JobStatus] = ()
+    report_type: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AttemptKey:
+    """Identifies one attempt of one job: the CAS guard of every state change an attempt makes."""
+
+    job_id: str
+    attempt: int
+    replay: int
+
+
+class Repository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    # ---- jobs ---------------------------------------------------------------------------------
+
+    async def add_job(self, job: ReportJob) -> None:
+        self.session.add(job)
+        await self.session.flush()
+
+    async def get_job(
+        self, job_id: str, tenant: str | None = None, for_update: bool = False
+    ) -> ReportJob | None:
+        stmt = select(ReportJob).where(J.id == job_id)
+        if tenant is not None:
+            stmt = stmt.where(J.tenant == tenant)
+        if for_update:
+            stmt = stmt.with_for_update()
+        return (await self.session.execute(stmt)).scalars().first()
+
+    async def get_job_by_idempotency_key(self, tenant: str, key: str) -> ReportJob | None:
+        stmt = select(ReportJob).where(J.tenant == tenant, J.idempotency_key == key)
+        return (await self.session.execute(stmt)).scalars().first()
+
+    async def list_jobs(self, flt: JobFilter, before_id: str | None, limit: int) -> list[ReportJob]:
+        """Newest first by id (ULIDs sort by creation time); `before_id` is the keyset cursor."""
+        stmt = select(ReportJob)
+        conds: list[ColumnElement[bool]] = []
+        if flt.tenant is not None:
+            conds.append(J.tenant == flt.tenant)
+        if flt.statuses:
+            conds.append(J.status.in_([s.value for s in flt.statuses]))
+        if flt.report_type:
+            conds.append(J.report_type == flt.report_type)
+        if flt.created_after:
+            conds.append(J.created_at >= flt.created_after)
+        if flt.created_before:
+            conds.append(J.created_at < flt.created_before)
+        if before_id:
+            conds.append(J.id < before_id)
+        stmt = stmt.where(and_(*conds)) if conds else stmt
+        stmt = stmt.order_by(J.id.desc()).limit(limit)
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    async def cas_start_attempt(self, job: ReportJob, now: datetime, worker: str) -> int:
+        """Move a startable job to running as attempt + 1; 0 rows means someone else won."""
+        stmt = (
+            update(JOBS)
+            .where(
+                J.id == job.id,
+                J.status == job.status.value,
+                J.attempt == job.attempt,
+                J.replay_count == job.replay_count,
+            )
+            .values(
+                status=JobStatus.RUNNING.value,
+                attempt=J.attempt + 1,
+                attempts_total=J.attempts_total + 1,
+                heartbeat_at=now,
+                started_at=now,
+                next_attempt_at=None,
+                worker=worker,
+                updated_at=now,
+            )
+        )
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def cas_running(self, key: AttemptKey, values: dict[str, Any]) -> int:
+        """Update a job only if `key` is still its running attempt."""
+        stmt = (
+            update(JOBS)
+            .where(
+                J.id == key.job_id,
+                J.status == JobStatus.RUNNING.value,
+                J.attempt == key.attempt,
+                J.replay_count == key.replay,
+            )
+            .values(**values)
+        )
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def get_running_flags(self, key: AttemptKey) -> tuple[bool, bool] | None:
+        """(is still this attempt's, cancel_requested) for the heartbeat."""
+        stmt = select(J.status, J.attempt, J.replay_count, J.cancel_requested).where(J.id == key.job_id)
+        row = (await self.session.execute(stmt)).first()
+        if row is None:
+            return None
+        mine = (
+            row.status == JobStatus.RUNNING.value
+            and row.attempt == key.attempt
+            and row.replay_count == key.replay
+        )
+        return mine, bool(row.cancel_requested)
+
+    async def jobs_due_for_enqueue(self, now: datetime, older_than: datetime, limit: int) -> list[ReportJob]:
+        """Jobs MySQL says should be in the queue: pending, retrying past backoff, scheduled past run_at."""
+        stmt = (
+            select(ReportJob)
+            .where(
+                or_(
+                    and_(J.status == JobStatus.PENDING.value, J.updated_at <= older_than),
+                    and_(J.status == JobStatus.RETRYING.value, J.next_attempt_at <= now),
+                    and_(J.status == JobStatus.SCHEDULED.value, J.run_at <= now),
+                )
+            )
+            .order_by(J.id)
+            .limit(limit)
+        )
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    # ---- attempts -----------------------------------------------------------------------------
+
+    async def add_attempt(self, attempt: JobAttempt) -> None:
+        self.session.add(attempt)
+        await self.session.flush()
+
+    async def finish_attempt_row(
+        self, key: AttemptKey, outcome: AttemptOutcome, now: datetime, error: dict[str, Any] | None
+    ) -> int:
+        stmt = (
+            update(ATTEMPTS)
+            .where(
+                A.job_id == key.job_id,
+                A.attempt == key.attempt,
+                A.replay == key.replay,
+                A.outcome == AttemptOutcome.RUNNING.value,
+            )
+            .values(outcome=outcome.value, finished_at=now, error=error)
+        )
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def list_attempts(self, job_id: str) -> list[JobAttempt]:
+        stmt = select(JobAttempt).where(A.job_id == job_id).order_by(A.replay, A.attempt)
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    # ---- dead letters -------------------------------------------------------------------------
+
+    async def add_dead_letter(self, letter: DeadLetter) -> None:
+        self.session.add(letter)
+        await self.session.flush()
+
+    async def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
+        return await self.session.get(DeadLetter, letter_id)
+
+    async def mark_alert(self, letter_id: str, status: AlertStatus, now: datetime | None) -> int:
+        stmt = (
+            update(LETTERS)
+            .where(D.id == letter_id)
+            .values(alert_status=status.value, alert_sent_at=now, alert_attempts=D.alert_attempts + 1)
+        )
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    # ---- api keys -----------------------------------------------------------------------------
+
+    async def add_api_key(self, key: ApiKey) -> None:
+        self.session.add(key)
+        await self.session.flush()
+
+    async def get_api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        stmt = select(ApiKey).where(K.key_hash == key_hash)
+        return (await self.session.execute(stmt)).scalars().first()
+
+    async def list_api_keys(self, tenant: str | None) -> list[ApiKey]:
+        stmt = select(ApiKey).order_by(K.created_at)
+        if tenant is not None:
+            stmt = stmt.where(K.tenant == tenant)
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    async def revoke_api_key(self, key_id_or_prefix: str, now: datetime) -> int:
+        stmt = (
+            update(KEYS)
+            .where(or_(K.id == key_id_or_prefix, K.prefix == key_id_or_prefix), K.revoked_at.is_(None))
+            .values(revoked_at=now)
+        )
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    # ---- health -------------------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        await self.session.execute(select(1))
+
+    async def count_jobs(self, tenant: str | None = None) -> int:
+        stmt = select(func.count()).select_from(ReportJob)
+        if tenant is not None:
+            stmt = stmt.where(J.tenant == tenant)
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def delete_jobs(self, job_ids: Sequence[str]) -> int:
+        stmt = delete(JOBS).where(J.id.in_(list(job_ids)))
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,411 @@
+"""Use cases: submit, read, start/heartbeat/finish/fail an attempt, API keys.
+
+Each opens its own transaction; enqueues and dead-letter publishes happen only after the commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.exc import IntegrityError
+from ulid import ULID
+
+from app import queue
+from app.config import get_settings
+from app.db import session_scope
+from app.errors import IdempotencyConflict, NotFound, OutputNotReady, ValidationFailed
+from app.models import ApiKey, DeadLetter, JobAttempt, ReportJob, utcnow
+from app.reports.base import OutputInfo
+from app.reports.registry import ReportType, registry
+from app.repository import AttemptKey, JobFilter, Repository
+from app.states import AttemptOutcome, JobStatus, retry_delay_s, status_after_failure
+from app.storage import resolve_output
+
+log = logging.getLogger(__name__)
+
+MAX_SCHEDULE_AHEAD_S = 30 * 86400
+RUN_AT_PAST_TOLERANCE_S = 1.0
+KEY_PREFIX = "ro_"
+
+
+def new_id() -> str:
+    return str(ULID())
+
+
+# ---- submit and read ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    report_type: str
+    params: dict[str, Any]
+    run_at: datetime | None = None
+    max_attempts: int | None = None
+    ordering_key: str | None = None
+    callback_url: str | None = None
+
+    def fingerprint(self) -> str:
+        body = {
+            "report_type": self.report_type,
+            "params": self.params,
+            "run_at": self.run_at.isoformat() if self.run_at else None,
+            "max_attempts": self.max_attempts,
+            "ordering_key": self.ordering_key,
+            "callback_url": self.callback_url,
+        }
+        return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    job: ReportJob
+    created: bool
+
+
+def validate_submit(req: SubmitRequest, now: datetime) -> tuple[ReportType, dict[str, Any]]:
+    """Check the report type, its params and run_at; raise ValidationFailed listing every bad field."""
+    errors: list[dict[str, Any]] = []
+    rtype = registry.get(req.report_type)
+    params: dict[str, Any] = req.params
+    if rtype is None:
+        known = ", ".join(t.name for t in registry.all()) or "none"
+        errors.append(
+            {
+                "loc": ["body", "report_type"],
+                "msg": f"unknown report type (known: {known})",
+                "type": "unknown_report_type",
+            }
+        )
+    else:
+        try:
+            params = rtype.params_model.model_validate(req.params).model_dump(mode="json")
+        except ValidationError as exc:
+            for err in exc.errors():
+                errors.append(
+                    {"loc": ["body", "params", *err["loc"]], "msg": err["msg"], "type": err["type"]}
+                )
+    if req.run_at is not None:
+        if req.run_at < now - timedelta(seconds=RUN_AT_PAST_TOLERANCE_S):
+            errors.append({"loc": ["body", "run_at"], "msg": "run_at is in the past", "type": "run_at_past"})
+        elif req.run_at > now + timedelta(seconds=MAX_SCHEDULE_AHEAD_S):
+            errors.append(
+                {
+                    "loc": ["body", "run_at"],
+                    "msg": "run_at is more than 30 days ahead",
+                    "type": "run_at_too_far",
+                }
+            )
+    if errors:
+        raise ValidationFailed("The job request is invalid.", errors)
+    assert rtype is not None
+    return rtype, params
+
+
+def _check_same_request(existing: ReportJob, fingerprint: str) -> SubmitResult:
+    if existing.request_hash != fingerprint:
+        raise IdempotencyConflict("This Idempotency-Key was already used with a different request body.")
+    return SubmitResult(existing, created=False)
+
+
+async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = None) -> SubmitResult:
+    settings = get_settings()
+    now = utcnow()
+    rtype, params = validate_submit(req, now)
+    fingerprint = req.fingerprint()
+    if idempotency_key:
+        async with session_scope() as session:
+            existing = await Repository(session).get_job_by_idempotency_key(tenant, idempotency_key)
+        if existing is not None:
+            return _check_same_request(existing, fingerprint)
+
+    scheduled = req.run_at is not None and req.run_at > now
+    job = ReportJob(
+        id=new_id(),
+        tenant=tenant,
+        report_type=rtype.name,
+        params=params,
+        status=JobStatus.SCHEDULED if scheduled else JobStatus.PENDING,
+        max_attempts=req.max_attempts or rtype.max_attempts or settings.default_max_attempts,
+        timeout_s=rtype.timeout_s or settings.job_timeout_s,
+        run_at=req.run_at,
+        ordering_key=req.ordering_key,
+        callback_url=req.callback_url,
+        idempotency_key=idempotency_key,
+        request_hash=fingerprint if idempotency_key else None,
+        created_at=now,
+        updated_at=now,
+    )
+    try:
+        async with session_scope() as session:
+            await Repository(session).add_job(job)
+    except IntegrityError:
+        if not idempotency_key:
+            raise
+        async with session_scope() as session:
+            existing = await Repository(session).get_job_by_idempotency_key(tenant, idempotency_key)
+        if existing is None:
+            raise
+        return _check_same_request(existing, fingerprint)
+    await queue.enqueue_run(job.id, job.replay_count, defer_until=job.run_at if scheduled else None)
+    return SubmitResult(job, created=True)
+
+
+async def get_job(job_id: str, tenant: str | None) -> ReportJob:
+    async with session_scope() as session:
+        job = await Repository(session).get_job(job_id, tenant)
+    if job is None:
+        raise NotFound(f"No job {job_id!r}.")
+    return job
+
+
+async def list_jobs(flt: JobFilter, before_id: str | None, limit: int) -> list[ReportJob]:
+    async with session_scope() as session:
+        return await Repository(session).list_jobs(flt, before_id, limit)
+
+
+async def list_attempts(job_id: str, tenant: str | None) -> list[JobAttempt]:
+    async with session_scope() as session:
+        repo = Repository(session)
+        if await repo.get_job(job_id, tenant) is None:
+            raise NotFound(f"No job {job_id!r}.")
+        return await repo.list_attempts(job_id)
+
+
+async def get_output(job_id: str, tenant: str | None) -> tuple[ReportJob, Path]:
+    job = await get_job(job_id, tenant)
+    if job.status != JobStatus.DONE:
+        raise OutputNotReady(f"Job {job_id} is {job.status.value}; its output exists once it is done.")
+    path = resolve_output(get_settings().output_dir, job.output_path or "") if job.output_path else None
+    if path is None:
+        raise NotFound(f"Job {job_id} has no output file (it may have been purged).")
+    return job, path
+
+
+# ---- attempts (called by the worker) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Started:
+    job: ReportJob
+    key: AttemptKey
+
+
+@dataclass(frozen=True)
+class NotDue:
+    delay_s: float
+
+
+@dataclass(frozen=True)
+class Skip:
+    reason: str
+
+
+async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip:
+    """CAS a startable, due job to running; a second delivery of the same job gets Skip."""
+    now = utcnow()
+    async with session_scope() as session:
+        repo = Repository(session)
+        job = await repo.get_job(job_id)
+        if job is None:
+            return Skip("job not found")
+        if job.status not in (JobStatus.PENDING, JobStatus.RETRYING, JobStatus.SCHEDULED):
+            return Skip(f"job is {job.status.value}")
+        due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
+        if job.status != JobStatus.PENDING and due_at is not None and due_at > now:
+            return NotDue((due_at - now).total_seconds())
+        if await repo.cas_start_attempt(job, now, worker) != 1:
+            return Skip("another delivery started this job")
+        key = AttemptKey(job.id, job.attempt + 1, job.replay_count)
+        await repo.add_attempt(
+            JobAttempt(
+                job_id=job.id,
+                replay=key.replay,
+                attempt=key.attempt,
+                started_at=now,
+                outcome=AttemptOutcome.RUNNING,
+                worker=worker,
+            )
+        )
+        job.status = JobStatus.RUNNING
+        job.attempt = key.attempt
+        job.attempts_total += 1
+        job.started_at = now
+    return Started(job, key)
+
+
+async def heartbeat(key: AttemptKey, progress: float | None) -> tuple[bool, bool]:
+    """Refresh the attempt's heartbeat; returns (still ours, cancel requested)."""
+    now = utcnow()
+    values: dict[str, Any] = {"heartbeat_at": now}
+    if progress is not None:
+        values["progress"] = progress
+    async with session_scope() as session:
+        repo = Repository(session)
+        if await repo.cas_running(key, values) == 1:
+            flags = await repo.get_running_flags(key)
+            return True, bool(flags and flags[1])
+    return False, False
+
+
+async def complete_attempt(key: AttemptKey, output: OutputInfo | None) -> bool:
+    """Running → done for this attempt only; False if the attempt was superseded meanwhile."""
+    now = utcnow()
+    values: dict[str, Any] = {
+        "status": JobStatus.DONE.value,
+        "finished_at": now,
+        "updated_at": now,
+        "progress": 1.0,
+        "last_error": None,
+        "heartbeat_at": None,
+    }
+    if output is not None:
+        values.update(
+            output_path=output.path,
+            output_filename=output.filename,
+            output_content_type=output.content_type,
+            output_size=output.size,
+        )
+    async with session_scope() as session:
+        repo = Repository(session)
+        if await repo.cas_running(key, values) != 1:
+            log.warning("late success discarded", extra={"job_id": key.job_id, "attempt": key.attempt})
+            return False
+        await repo.finish_attempt_row(key, AttemptOutcome.SUCCEEDED, now, None)
+    return True
+
+
+@dataclass(frozen=True)
+class FailResult:
+    applied: bool
+    status: JobStatus | None = None
+    delay_s: float = 0.0
+    dead_letter_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def error_dict(exc_type: str, message: str, retryable: bool) -> dict[str, Any]:
+    return {"type": exc_type, "message": message[:2000], "retryable": retryable}
+
+
+async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str, Any]) -> FailResult:
+    """Running → retrying (with backoff) or dead (with its dead letter, same transaction)."""
+    settings = get_settings()
+    now = utcnow()
+    async with session_scope() as session:
+        repo = Repository(session)
+        job = await repo.get_job(key.job_id)
+        if job is None:
+            return FailResult(applied=False)
+        target = status_after_failure(key.attempt, job.max_attempts, bool(error.get("retryable")))
+        values: dict[str, Any] = {
+            "status": target.value,
+            "last_error": error,
+            "updated_at": now,
+            "heartbeat_at": None,
+        }
+        delay_s = 0.0
+        if target == JobStatus.RETRYING:
+            delay_s = retry_delay_s(settings.retry_delays_s, key.attempt)
+            values["next_attempt_at"] = now + timedelta(seconds=delay_s)
+        else:
+            values["finished_at"] = now
+        if await repo.cas_running(key, values) != 1:
+            log.warning("late failure discarded", extra={"job_id": key.job_id, "attempt": key.attempt})
+            return FailResult(applied=False)
+        await repo.finish_attempt_row(key, outcome, now, error)
+        letter_id = None
+        if target == JobStatus.DEAD:
+            letter_id = new_id()
+            await repo.add_dead_letter(
+                DeadLetter(
+                    id=letter_id,
+                    job_id=job.id,
+                    tenant=job.tenant,
+                    report_type=job.report_type,
+                    params=job.params,
+                    error=error,
+                    attempts=key.attempt,
+                    created_at=now,
+                    expire_at=now + timedelta(seconds=settings.dead_letter_ttl_s),
+                )
+            )
+    if letter_id is not None:
+        await queue.enqueue_dead_letter(letter_id)
+    return FailResult(applied=True, status=target, delay_s=delay_s, dead_letter_id=letter_id)
+
+
+# ---- api keys ---------------------------------------------------------------------------------------
+
+
+def hash_key(raw_key: str) -> str:
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    key_id: str
+    tenant: str
+    scopes: frozenset[str]
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.scopes
+
+    def has(self, scope: str) -> bool:
+        return self.is_admin or scope in self.scopes
+
+
+VALID_SCOPES = frozenset({"jobs:read", "jobs:write", "admin"})
+
+
+async def create_api_key(tenant: str, scopes: Sequence[str], name: str | None = None) -> tuple[ApiKey, str]:
+    """Create a key and return it with the raw secret, which is shown once and stored only hashed."""
+    bad = sorted(set(scopes) - VALID_SCOPES)
+    if bad or not scopes:
+        raise ValidationFailed(
+            "Unknown scopes.", [{"loc": ["scopes"], "msg": f"unknown or empty: {bad}", "type": "scope"}]
+        )
+    if not tenant or len(tenant) > 64:
+        raise ValidationFailed(
+            "Bad tenant.", [{"loc": ["tenant"], "msg": "1-64 characters", "type": "tenant"}]
+        )
+    raw = KEY_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey(
+        id=new_id(),
+        prefix=raw[:12],
+        key_hash=hash_key(raw),
+        tenant=tenant,
+        scopes=",".join(sorted(set(scopes))),
+        name=name,
+    )
+    async with session_scope() as session:
+        await Repository(session).add_api_key(key)
+    return key, raw
+
+
+async def authenticate(raw_key: str) -> Principal | None:
+    digest = hash_key(raw_key)
+    async with session_scope() as session:
+        key = await Repository(session).get_api_key_by_hash(digest)
+    if key is None or key.revoked_at is not None or not secrets.compare_digest(key.key_hash, digest):
+        return None
+    return Principal(key.id, key.tenant, frozenset(s for s in key.scopes.split(",") if s))
+
+
+async def list_api_keys(tenant: str | None) -> list[ApiKey]:
+    async with session_scope() as session:
+        return await Repository(session).list_api_keys(tenant)
+
+
+async def revoke_api_key(key_id_or_prefix: str) -> bool:
+    async with session_scope() as session:
+        return await Repository(session).revoke_api_key(key_id_or_prefix, utcnow()) > 0

@@ -1,0 +1,179 @@
+"""The core flow against real MariaDB, Redis and arq workers: submit → run → retry → done or dead."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+from typing import Any
+
+import httpx
+from sqlalchemy import func, select
+
+from app.db import session_scope
+from app.models import DeadLetter, JobAttempt
+from app.queue import RUN_REPORT, get_pool
+from tests.conftest import drain
+
+
+async def submit(client: httpx.AsyncClient, auth: dict[str, str], report_type: str, **params: Any) -> str:
+    resp = await client.post("/v1/jobs", json={"report_type": report_type, "params": params}, headers=auth)
+    assert resp.status_code == 202, resp.text
+    assert resp.headers["location"] == f"/v1/jobs/{resp.json()['id']}"
+    return str(resp.json()["id"])
+
+
+async def job(client: httpx.AsyncClient, auth: dict[str, str], job_id: str) -> dict[str, Any]:
+    resp = await client.get(f"/v1/jobs/{job_id}", headers=auth)
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+async def attempts(client: httpx.AsyncClient, auth: dict[str, str], job_id: str) -> list[dict[str, Any]]:
+    resp = await client.get(f"/v1/jobs/{job_id}/attempts", headers=auth)
+    assert resp.status_code == 200, resp.text
+    return list(resp.json())
+
+
+async def test_demo_csv_job_ends_done_with_the_right_file(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
+    job_id = await submit(client, auth, "demo.csv", rows=2500)
+    assert (await job(client, auth, job_id))["status"] == "pending"
+    await drain()
+    body = await job(client, auth, job_id)
+    assert body["status"] == "done"
+    assert body["attempt"] == 1 and body["progress"] == 1.0 and body["last_error"] is None
+    assert body["output"]["url"] == f"/v1/jobs/{job_id}/output"
+    resp = await client.get(body["output"]["url"], headers=auth)
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/csv")
+    assert f'filename="demo-{job_id}.csv"' in resp.headers["content-disposition"]
+    rows = list(csv.reader(io.StringIO(resp.text)))
+    assert rows[0] == ["id", "name", "value"]
+    assert len(rows) == 2501 and rows[-1][0] == "2500"
+    assert int(resp.headers["content-length"]) == body["output"]["size"]
+
+
+async def test_flaky_job_succeeds_on_attempt_3_with_gaps_following_retry_delays(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
+    job_id = await submit(client, auth, "demo.flaky", fail_times=2)
+    await drain()
+    body = await job(client, auth, job_id)
+    assert body["status"] == "done" and body["attempt"] == 3
+    rows = await attempts(client, auth, job_id)
+    assert [r["attempt"] for r in rows] == [1, 2, 3]
+    assert [r["outcome"] for r in rows] == ["failed", "failed", "succeeded"]
+    assert rows[0]["error"]["type"] == "RuntimeError" and rows[0]["error"]["retryable"] is True
+    delays = [0.2, 0.4]
+    from datetime import datetime
+
+    def ts(value: str) -> datetime:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+    for i, delay in enumerate(delays):
+        gap = (ts(rows[i + 1]["started_at"]) - ts(rows[i]["finished_at"])).total_seconds()
+        assert delay - 0.02 <= gap <= delay + 1.0, (i, gap)
+
+
+async def test_permanent_failure_is_dead_after_one_attempt_with_its_dead_letter(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
+    job_id = await submit(client, auth, "demo.flaky", fail_times=5, permanent=True)
+    await drain()
+    body = await job(client, auth, job_id)
+    assert body["status"] == "dead" and body["attempt"] == 1
+    assert body["last_error"]["type"] == "PermanentError" and body["last_error"]["retryable"] is False
+    assert [r["outcome"] for r in await attempts(client, auth, job_id)] == ["failed"]
+    async with session_scope() as session:
+        letters = (
+            (await session.execute(select(DeadLetter).where(DeadLetter.job_id == job_id))).scalars().all()
+        )
+    assert len(letters) == 1
+    assert letters[0].attempts == 1 and letters[0].error == body["last_error"]
+    assert letters[0].tenant == "acme" and letters[0].params == {"fail_times": 5, "permanent": False} | {
+        "permanent": True
+    }
+
+
+async def test_timeout_is_retried_then_dead(
+    client: httpx.AsyncClient, auth: dict[str, str], env: Any
+) -> None:
+    await env.set(JOB_TIMEOUT_S="0.3")
+    resp = await client.post(
+        "/v1/jobs",
+        json={"report_type": "demo.sleep", "params": {"seconds": 10}, "max_attempts": 2},
+        headers=auth,
+    )
+    job_id = resp.json()["id"]
+    await drain()
+    body = await job(client, auth, job_id)
+    assert body["status"] == "dead" and body["attempt"] == 2
+    assert body["last_error"]["type"] == "TimeoutError" and body["last_error"]["retryable"] is True
+    assert [r["outcome"] for r in await attempts(client, auth, job_id)] == ["timed_out", "timed_out"]
+
+
+async def test_exhausted_budget_goes_dead_after_max_attempts(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
+    job_id = await submit(client, auth, "demo.flaky", fail_times=10)
+    await drain()
+    body = await job(client, auth, job_id)
+    assert body["status"] == "dead" and body["attempt"] == 4 and body["max_attempts"] == 4
+    assert [r["outcome"] for r in await attempts(client, auth, job_id)] == ["failed"] * 4
+
+
+async def test_same_job_delivered_to_two_workers_at_once_runs_once(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
+    job_id = await submit(client, auth, "demo.sleep", seconds=0.5)
+    pool = await get_pool()
+    # A second, independent delivery of the same report job (as a redelivery or a reconcile race makes).
+    assert await pool.enqueue_job(RUN_REPORT, job_id, _job_id=f"{job_id}:duplicate") is not None
+    await drain(workers=2)
+    body = await job(client, auth, job_id)
+    assert body["status"] == "done" and body["attempt"] == 1
+    async with session_scope() as session:
+        count = (
+            await session.execute(
+                select(func.count()).select_from(JobAttempt).where(JobAttempt.job_id == job_id)
+            )
+        ).scalar_one()
+    assert count == 1
+
+
+async def test_stale_attempt_cannot_overwrite_a_newer_one(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
+    from app import service
+    from app.repository import AttemptKey
+    from app.states import AttemptOutcome
+
+    job_id = await submit(client, auth, "demo.csv", rows=1)
+    started = await service.start_attempt(job_id, "w1")
+    assert isinstance(started, service.Started)
+    # The first attempt fails and is retried; a second one starts.
+    await service.fail_attempt(started.key, AttemptOutcome.FAILED, service.error_dict("X", "boom", True))
+    await asyncio.sleep(0.25)
+    second = await service.start_attempt(job_id, "w2")
+    assert isinstance(second, service.Started) and second.key.attempt == 2
+    # A late result from attempt 1 is discarded, whatever it says.
+    assert await service.complete_attempt(AttemptKey(job_id, 1, 0), None) is False
+    late_fail = await service.fail_attempt(
+        AttemptKey(job_id, 1, 0), AttemptOutcome.FAILED, service.error_dict("X", "late", False)
+    )
+    assert late_fail.applied is False
+    assert (await job(client, auth, job_id))["status"] == "running"
+    assert await service.complete_attempt(second.key, None) is True
+    assert (await job(client, auth, job_id))["status"] == "done"
+
+
+async def test_wait_long_polls_until_the_job_is_terminal(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
+    job_id = await submit(client, auth, "demo.sleep", seconds=0.3)
+    worker = asyncio.create_task(drain())
+    resp = await client.get(f"/v1/jobs/{job_id}", params={"wait": 10}, headers=auth)
+    await worker
+    assert resp.status_code == 200 and resp.json()["status"] == "done"

@@ -1,0 +1,48 @@
+"""arq worker for the failed channel: `arq workers.dead_letter.WorkerSettings`.
+
+Each message names a dead letter already committed in MySQL; the consumer alerts and records the alert.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arq import Retry
+from arq.worker import func
+
+from app import dead_letters
+from app.config import get_settings
+from app.queue import HANDLE_DEAD_LETTER, redis_settings
+from workers.common import on_shutdown, on_startup
+
+ARQ_MAX_TRIES = 1_000_000
+
+
+async def handle_dead_letter(ctx: dict[str, Any], letter_id: str) -> str:
+    outcome = await dead_letters.alert(letter_id)
+    if outcome.retry_in_s is not None:
+        raise Retry(defer=outcome.retry_in_s)
+    return outcome.detail
+
+
+async def startup(ctx: dict[str, Any]) -> None:
+    await on_startup(ctx, "dead-letter")
+
+
+def worker_options() -> dict[str, Any]:
+    settings = get_settings()
+    return {
+        "functions": [func(handle_dead_letter, name=HANDLE_DEAD_LETTER, max_tries=ARQ_MAX_TRIES)],
+        "redis_settings": redis_settings(settings),
+        "queue_name": settings.dead_letter_queue_name,
+        "max_jobs": 4,
+        "poll_delay": 0.2,
+        "job_timeout": 120,
+        "keep_result": 0,
+        "max_tries": ARQ_MAX_TRIES,
+        "on_startup": startup,
+        "on_shutdown": on_shutdown,
+    }
+
+
+WorkerSettings = type("WorkerSettings", (), worker_options())

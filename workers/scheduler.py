@@ -1,0 +1,51 @@
+"""Scheduler process: `python -m workers.scheduler` (APScheduler, AsyncIOScheduler).
+
+Every SCAN_INTERVAL_S it re-enqueues jobs MySQL says are due but Redis does not hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from app import maintenance, queue
+from app.config import get_settings
+from app.db import dispose_engine
+from app.logging_setup import setup_logging
+
+log = logging.getLogger("workers.scheduler")
+
+
+async def tick() -> None:
+    try:
+        report = await maintenance.run_tick()
+        log.info("scheduler tick", extra=report)
+    except Exception:
+        log.exception("scheduler tick failed; will try again next interval")
+
+
+async def main() -> None:
+    setup_logging("scheduler")
+    settings = get_settings()
+    scheduler = AsyncIOScheduler()
+    scheduler.add_job(
+        tick, "interval", seconds=settings.scan_interval_s, max_instances=1, coalesce=True, next_run_time=None
+    )
+    scheduler.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("scheduler started", extra={"scan_interval_s": settings.scan_interval_s})
+    await tick()
+    await stop.wait()
+    scheduler.shutdown(wait=False)
+    await queue.close_pool()
+    await dispose_engine()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
