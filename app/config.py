@@ -32,6 +32,12 @@ class Settings(BaseSettings):
     output_dir: Path = Path("./var/outputs")
     dingtalk_webhook_url: SecretStr | None = None
     dingtalk_secret: SecretStr | None = None
+    alert_max_per_minute: int = Field(20, gt=0)
+    alert_rate_window_s: float = Field(60.0, gt=0)
+    alert_coalesce_s: float = Field(1.0, ge=0)
+    alert_timeout_s: float = Field(5.0, gt=0)
+    alert_retry_max_s: float = Field(300.0, gt=0)
+    public_base_url: str = "http://127.0.0.1:8000"
     enable_demo_reports: bool = False
     report_modules: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_body_bytes: int = Field(65536, gt=0)

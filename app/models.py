@@ -121,6 +121,8 @@ class DeadLetter(SQLModel, table=True):
         sa.Index("ix_dead_letters_alert_status", "alert_status"),
         sa.Index("ix_dead_letters_expire_at", "expire_at"),
         sa.Index("ix_dead_letters_archived_at", "archived_at"),
+        sa.Index("ix_dead_letters_alert_sent_at", "alert_sent_at"),
+        sa.Index("ix_dead_letters_created_at", "created_at"),
     )
 
     id: str = Field(primary_key=True, max_length=26)
@@ -137,6 +139,10 @@ class DeadLetter(SQLModel, table=True):
     alert_status: AlertStatus = Field(default=AlertStatus.PENDING, sa_type=_enum(AlertStatus), nullable=False)
     alert_sent_at: datetime | None = _ts()
     alert_attempts: int = Field(default=0, nullable=False)
+    alert_next_at: datetime | None = _ts()
+    alert_last_error: str | None = Field(default=None, max_length=500)
+    # One id per message sent to a sink: a digest shares it among the letters it names.
+    alert_message_id: str | None = Field(default=None, max_length=26)
 
 
 class ApiKey(SQLModel, table=True):

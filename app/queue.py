@@ -11,6 +11,7 @@ from datetime import datetime
 from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
 from arq.constants import job_key_prefix
+from redis.asyncio.lock import Lock
 
 from app.config import Settings, get_settings
 
@@ -95,3 +96,10 @@ async def is_queued(job_id: str, replay_count: int) -> bool:
 async def ping() -> None:
     pool = await get_pool()
     await pool.ping()
+
+
+async def try_lock(name: str, ttl_s: float) -> Lock | None:
+    """A non-blocking Redis lock (released on exit or after ttl_s); None if someone else holds it."""
+    pool = await get_pool()
+    lock = pool.lock(f"ro:lock:{name}", timeout=ttl_s, blocking=False)
+    return lock if await lock.acquire() else None

@@ -39,6 +39,17 @@ class JobFilter:
 
 
 @dataclass(frozen=True)
+class LetterFilter:
+    tenant: str | None
+    include_archived: bool = False
+    report_type: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    job_ids: Sequence[str] = ()
+    unreplayed_only: bool = False
+
+
+@dataclass(frozen=True)
 class AttemptKey:
     """Identifies one attempt of one job: the CAS guard of every state change an attempt makes."""
 
@@ -191,11 +202,129 @@ class Repository:
     async def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
         return await self.session.get(DeadLetter, letter_id)
 
-    async def mark_alert(self, letter_id: str, status: AlertStatus, now: datetime | None) -> int:
+    async def pending_alerts(self, now: datetime, limit: int) -> list[DeadLetter]:
+        stmt = (
+            select(DeadLetter)
+            .where(
+                D.alert_status == AlertStatus.PENDING.value,
+                or_(D.alert_next_at.is_(None), D.alert_next_at <= now),
+            )
+            .order_by(D.created_at, D.id)
+            .limit(limit)
+        )
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    async def alert_messages_since(self, since: datetime) -> tuple[int, datetime | None]:
+        """How many distinct alert messages were sent since `since`, and when the oldest of them went."""
+        stmt = select(func.count(func.distinct(D.alert_message_id)), func.min(D.alert_sent_at)).where(
+            D.alert_sent_at >= since, D.alert_message_id.is_not(None)
+        )
+        count, oldest = (await self.session.execute(stmt)).one()
+        if oldest is not None and oldest.tzinfo is None:
+            from datetime import UTC
+
+            oldest = oldest.replace(tzinfo=UTC)
+        return int(count or 0), oldest
+
+    async def mark_alerted(self, letter_ids: Sequence[str], message_id: str, now: datetime) -> int:
         stmt = (
             update(LETTERS)
-            .where(D.id == letter_id)
-            .values(alert_status=status.value, alert_sent_at=now, alert_attempts=D.alert_attempts + 1)
+            .where(D.id.in_(list(letter_ids)), D.alert_status == AlertStatus.PENDING.value)
+            .values(
+                alert_status=AlertStatus.SENT.value,
+                alert_sent_at=now,
+                alert_message_id=message_id,
+                alert_attempts=D.alert_attempts + 1,
+                alert_next_at=None,
+                alert_last_error=None,
+            )
+        )
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def mark_alert_failed(self, letter_ids: Sequence[str], next_at: datetime, error: str) -> int:
+        stmt = (
+            update(LETTERS)
+            .where(D.id.in_(list(letter_ids)), D.alert_status == AlertStatus.PENDING.value)
+            .values(alert_attempts=D.alert_attempts + 1, alert_next_at=next_at, alert_last_error=error[:500])
+        )
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def letters_to_republish(self, now: datetime, created_before: datetime, limit: int) -> list[str]:
+        stmt = (
+            select(D.id)
+            .where(
+                D.alert_status == AlertStatus.PENDING.value,
+                D.created_at <= created_before,
+                or_(D.alert_next_at.is_(None), D.alert_next_at <= now),
+            )
+            .order_by(D.created_at)
+            .limit(limit)
+        )
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    async def archive_expired_letters(self, now: datetime) -> int:
+        stmt = update(LETTERS).where(D.archived_at.is_(None), D.expire_at <= now).values(archived_at=now)
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def purge_archived_letters(self, archived_before: datetime) -> int:
+        stmt = delete(LETTERS).where(D.archived_at.is_not(None), D.archived_at <= archived_before)
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def list_dead_letters(
+        self, flt: LetterFilter, before_id: str | None, limit: int
+    ) -> list[DeadLetter]:
+        conds: list[ColumnElement[bool]] = []
+        if flt.tenant is not None:
+            conds.append(D.tenant == flt.tenant)
+        if not flt.include_archived:
+            conds.append(D.archived_at.is_(None))
+        if flt.report_type:
+            conds.append(D.report_type == flt.report_type)
+        if flt.created_after:
+            conds.append(D.created_at >= flt.created_after)
+        if flt.created_before:
+            conds.append(D.created_at < flt.created_before)
+        if flt.job_ids:
+            conds.append(D.job_id.in_(list(flt.job_ids)))
+        if flt.unreplayed_only:
+            conds.append(D.replayed_at.is_(None))
+        if before_id:
+            conds.append(D.id < before_id)
+        stmt = select(DeadLetter)
+        if conds:
+            stmt = stmt.where(and_(*conds))
+        stmt = stmt.order_by(D.id.desc()).limit(limit)
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    async def mark_letters_replayed(self, job_id: str, now: datetime) -> int:
+        stmt = update(LETTERS).where(D.job_id == job_id, D.replayed_at.is_(None)).values(replayed_at=now)
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def cas_replay(self, job: ReportJob, now: datetime) -> int:
+        """dead/cancelled → pending with the attempt counter reset and replay_count + 1."""
+        stmt = (
+            update(JOBS)
+            .where(
+                J.id == job.id,
+                J.status == job.status.value,
+                J.replay_count == job.replay_count,
+                J.status.in_([JobStatus.DEAD.value, JobStatus.CANCELLED.value]),
+            )
+            .values(
+                status=JobStatus.PENDING.value,
+                attempt=0,
+                replay_count=J.replay_count + 1,
+                next_attempt_at=None,
+                finished_at=None,
+                heartbeat_at=None,
+                cancel_requested=False,
+                progress=None,
+                output_path=None,
+                output_filename=None,
+                output_content_type=None,
+                output_size=None,
+                updated_at=now,
+            )
         )
         return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
 

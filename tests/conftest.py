@@ -34,6 +34,9 @@ BASE_ENV = {
     "API_KEY_CACHE_TTL_S": "0",
     "LOG_JSON": "false",
     "LOG_LEVEL": "WARNING",
+    "ALERT_COALESCE_S": "0.2",
+    "ALERT_TIMEOUT_S": "0.5",
+    "ALERT_RETRY_MAX_S": "0.5",
 }
 
 
@@ -164,3 +167,29 @@ async def drain(*, workers: int = 1, timeout_s: float = 60, **overrides: Any) ->
     finally:
         for w in built:
             await w.close()
+
+
+async def drain_alerts(timeout_s: float = 60, **overrides: Any) -> None:
+    """Run a burst dead-letter consumer until the failed channel is empty."""
+    from workers.dead_letter import worker_options
+
+    options = worker_options()
+    options.update(burst=True, poll_delay=0.01, handle_signals=False)
+    options.update(overrides)
+    worker = Worker(**options)
+    try:
+        await asyncio.wait_for(worker.main(), timeout_s)
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await worker.close()
+
+
+@pytest.fixture
+async def dingtalk(env: Any) -> AsyncIterator[Any]:
+    from tests.fakes.dingtalk import FakeDingTalk
+
+    fake = FakeDingTalk().start()
+    await env.set(DINGTALK_WEBHOOK_URL=fake.url, DINGTALK_SECRET=fake.secret)
+    yield fake
+    fake.stop()

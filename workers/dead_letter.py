@@ -19,7 +19,8 @@ ARQ_MAX_TRIES = 1_000_000
 
 
 async def handle_dead_letter(ctx: dict[str, Any], letter_id: str) -> str:
-    outcome = await dead_letters.alert(letter_id)
+    # The message only wakes the dispatcher: it sends every pending letter, this one included.
+    outcome = await dead_letters.dispatch_alerts()
     if outcome.retry_in_s is not None:
         raise Retry(defer=outcome.retry_in_s)
     return outcome.detail

@@ -223,17 +223,20 @@ class Launcher:
     def _interrupted(self) -> bool:
         return self.stop_signal is not None or self._dead() is not None
 
-    def _stop(self, group: list[Child], timeout_s: float) -> None:
+    def _stop(self, group: list[Child], timeout_s: float, *, forcible: bool = True) -> None:
         """SIGTERM each child's process group, wait, then SIGKILL whatever is left."""
         for child in group:
             if child.proc.poll() is None:
                 _killpg(child.proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while not self.force and time.monotonic() < deadline and any(c.proc.poll() is None for c in group):
+        while time.monotonic() < deadline and any(c.proc.poll() is None for c in group):
+            if forcible and self.force:
+                break
             time.sleep(0.1)
         for child in group:
             if child.proc.poll() is None:
-                self.log(f"{child.name} did not stop within {timeout_s:g} s: killing it")
+                reason = "stop forced" if forcible and self.force else f"still running after {timeout_s:g} s"
+                self.log(f"{child.name}: {reason}, killing it")
             # Also sweeps up grandchildren that outlived their group leader.
             _killpg(child.proc.pid, signal.SIGKILL)
         for child in group:
@@ -246,7 +249,8 @@ class Launcher:
         if self.children:
             self._stop(self.children, STOP_TIMEOUT_S)
         if self.redis is not None:  # last, so the others can finish talking to it
-            self._stop([self.redis], REDIS_STOP_TIMEOUT_S)
+            # Even on a forced stop: the guardian must get to reap valkey-server before its group is killed.
+            self._stop([self.redis], REDIS_STOP_TIMEOUT_S, forcible=False)
         for child in [*self.children, *([self.redis] if self.redis else [])]:
             if child.reader is not None:
                 child.reader.join(timeout=2)
@@ -486,12 +490,16 @@ def _embedded_redis_main(data_dir: str) -> int:
     server.start()
     returncode = 0
     failed_pings = 0
+    next_ping = time.monotonic() + 1.0
     try:
         print(f"REDIS_URL={server.connection_url}/0", flush=True)
         while not received:
-            ready, _, _ = select.select([sys.stdin], [], [], 1.0)
+            ready, _, _ = select.select([sys.stdin], [], [], 0.1)
             if ready and not os.read(sys.stdin.fileno(), 1024):
                 break  # EOF: the launcher is gone (the portable twin of PDEATHSIG)
+            if time.monotonic() < next_ping:
+                continue
+            next_ping = time.monotonic() + 1.0
             # A busy server may miss one PING; only a run of failures means it is gone.
             failed_pings = 0 if server.is_running() else failed_pings + 1
             if failed_pings >= 5:

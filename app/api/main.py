@@ -15,7 +15,7 @@ from prometheus_client import make_asgi_app
 from app import queue
 from app.api import errors
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware
-from app.api.routes import jobs, meta
+from app.api.routes import dead_letters, jobs, meta
 from app.config import get_settings
 from app.db import dispose_engine, get_engine
 from app.logging_setup import setup_logging
@@ -48,6 +48,7 @@ def create_app() -> FastAPI:
     )
     errors.install(app)
     app.include_router(jobs.router)
+    app.include_router(dead_letters.router)
     app.include_router(meta.router)
     app.mount("/metrics", make_asgi_app())
     app.add_middleware(BodyLimitMiddleware)

@@ -9,7 +9,6 @@ import json
 import re
 import time
 from http import HTTPStatus
-from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send

@@ -8,11 +8,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
 
-from app.models import JobAttempt, ReportJob
+from app.models import DeadLetter, JobAttempt, ReportJob
 from app.reports.registry import ReportType
-from app.states import AttemptOutcome, JobStatus
+from app.states import AlertStatus, AttemptOutcome, JobStatus
 
 
 def _stamp(value: datetime) -> str:
@@ -163,3 +163,77 @@ class Problem(BaseModel):
 class Health(BaseModel):
     status: str
     checks: dict[str, str] = Field(default_factory=dict)
+
+
+class AlertPublic(BaseModel):
+    status: AlertStatus
+    sent_at: Stamp | None
+
+
+class DeadLetterPublic(BaseModel):
+    id: str
+    job_id: str
+    tenant: str
+    report_type: str
+    params: dict[str, Any]
+    error: ErrorInfo | None
+    attempts: int
+    created_at: Stamp
+    expire_at: Stamp
+    archived_at: Stamp | None
+    replayed_at: Stamp | None
+    alert: AlertPublic
+
+    @classmethod
+    def of(cls, row: DeadLetter) -> DeadLetterPublic:
+        return cls(
+            id=row.id,
+            job_id=row.job_id,
+            tenant=row.tenant,
+            report_type=row.report_type,
+            params=row.params,
+            error=ErrorInfo.model_validate(row.error) if row.error else None,
+            attempts=row.attempts,
+            created_at=row.created_at,
+            expire_at=row.expire_at,
+            archived_at=row.archived_at,
+            replayed_at=row.replayed_at,
+            alert=AlertPublic(status=row.alert_status, sent_at=row.alert_sent_at),
+        )
+
+
+class DeadLetterPage(BaseModel):
+    items: list[DeadLetterPublic]
+    next_cursor: str | None
+
+
+class BulkReplay(BaseModel):
+    """Either `job_ids`, or a filter of `report_type` and/or `since`."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"job_ids": ["01JD3Z7Q8J5Q0V6W2XKX4N9M1B"]},
+                {"report_type": "demo.csv", "since": "2026-11-22T00:00:00Z"},
+            ]
+        },
+    )
+
+    job_ids: list[Annotated[str, Field(min_length=1, max_length=26)]] | None = Field(
+        None, min_length=1, max_length=1000
+    )
+    report_type: str | None = Field(None, min_length=1, max_length=100)
+    since: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> BulkReplay:
+        if self.job_ids and (self.report_type or self.since):
+            raise ValueError("give either job_ids or a report_type/since filter, not both")
+        if not self.job_ids and not (self.report_type or self.since):
+            raise ValueError("give job_ids, or a report_type and/or since filter")
+        return self
+
+
+class BulkReplayResult(BaseModel):
+    replayed: int

@@ -32,7 +32,7 @@ ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
 JobId = Annotated[str, Path(description="Job id (ULID)", max_length=200)]
 
 
-def _check_id(job_id: str) -> str:
+def check_id(job_id: str) -> str:
     if not ULID_RE.match(job_id):
         raise NotFound(f"No job {job_id[:40]!r}.")
     return job_id
@@ -131,7 +131,7 @@ async def get_job(
     principal: PrincipalDep,
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT_S, description="Long-poll up to this many seconds")] = 0,
 ) -> JobPublic:
-    _check_id(job_id)
+    check_id(job_id)
     tenant = tenant_scope(principal)
     job = await service.get_job(job_id, tenant)
     if wait > 0 and not is_terminal(job.status):
@@ -152,7 +152,7 @@ async def get_job(
     summary="A job's attempts, oldest first",
 )
 async def list_attempts(job_id: JobId, principal: PrincipalDep) -> list[AttemptPublic]:
-    _check_id(job_id)
+    check_id(job_id)
     rows = await service.list_attempts(job_id, tenant_scope(principal))
     return [AttemptPublic.of(r) for r in rows]
 
@@ -167,7 +167,7 @@ async def list_attempts(job_id: JobId, principal: PrincipalDep) -> list[AttemptP
     summary="Download a finished job's report file",
 )
 async def get_output(job_id: JobId, principal: PrincipalDep) -> FileResponse:
-    _check_id(job_id)
+    check_id(job_id)
     job, path = await service.get_output(job_id, tenant_scope(principal))
     return FileResponse(
         path,

@@ -1,0 +1,70 @@
+# Developer entry points. `make run` starts everything locally on embedded defaults; `make test` is what CI runs.
+
+VENV_BIN    := .venv/bin
+PYTHON      := $(VENV_BIN)/python
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help install system-deps run test lint fmt migrate bench up down
+
+help:
+	@echo "make install      install the locked dependencies into .venv (uv sync --frozen)"
+	@echo "make system-deps  apt-install redis-server and mariadb-server for the tests (no service is started)"
+	@echo "make run          api + worker + dead-letter + scheduler, on SQLite and an embedded Redis"
+	@echo "make test         ruff, mypy, then pytest (PYTEST_ARGS='-k foo' to narrow)"
+	@echo "make lint         ruff check, ruff format --check, mypy"
+	@echo "make fmt          ruff format, ruff check --fix"
+	@echo "make migrate      alembic upgrade head on DATABASE_URL"
+	@echo "make bench        run the benchmarks"
+	@echo "make up / down    the docker compose stack (MySQL, Redis and every process)"
+
+install:
+	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	@if command -v uv >/dev/null 2>&1; then uv sync --frozen; else python3 -m uv sync --frozen; fi
+
+# The integration tests start their own redis-server and mariadbd on free ports; they only need the binaries.
+# policy-rc.d (exit 101) keeps the packages' install scripts from starting the system services.
+system-deps:
+	@if command -v redis-server >/dev/null 2>&1 \
+	    && { [ -x /usr/sbin/mariadbd ] || command -v mariadbd >/dev/null 2>&1; } \
+	    && command -v mariadb-install-db >/dev/null 2>&1; then \
+	  exit 0; \
+	fi; \
+	if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	POLICY=/usr/sbin/policy-rc.d; CREATED=; \
+	if [ ! -e $$POLICY ]; then \
+	  printf '#!/bin/sh\nexit 101\n' | $$SUDO tee $$POLICY >/dev/null && $$SUDO chmod 755 $$POLICY && CREATED=1; \
+	fi; \
+	trap 'if [ -n "$$CREATED" ]; then $$SUDO rm -f $$POLICY; fi' EXIT; \
+	$$SUDO apt-get update && \
+	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server mariadb-server
+
+run: install
+	$(PYTHON) -m workers.dev
+
+test: system-deps install
+	$(VENV_BIN)/ruff check .
+	$(VENV_BIN)/mypy app workers
+	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+
+lint: install
+	$(VENV_BIN)/ruff check .
+	$(VENV_BIN)/ruff format --check .
+	$(VENV_BIN)/mypy app workers
+
+fmt: install
+	$(VENV_BIN)/ruff format .
+	$(VENV_BIN)/ruff check --fix .
+
+migrate: install
+	$(VENV_BIN)/alembic upgrade head
+
+bench: install
+	$(PYTHON) -m bench.run
+
+up:
+	docker compose up --build
+
+down:
+	docker compose down

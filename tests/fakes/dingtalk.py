@@ -1,0 +1,126 @@
+"""A real local HTTP server that behaves like a DingTalk custom robot, for alert tests.
+
+Checks the signature like DingTalk does, enforces 20 messages a minute, and can be told to answer
+errcode 130101, HTTP 500, or hang for the next requests.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+SECRET = "SEC0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"
+
+
+@dataclass
+class Received:
+    at: float
+    body: dict[str, Any]
+    accepted: bool
+    reason: str = ""
+
+    @property
+    def text(self) -> str:
+        return str(self.body.get("markdown", {}).get("text", ""))
+
+
+@dataclass
+class FakeDingTalk:
+    secret: str = SECRET
+    limit_per_minute: int = 20
+    script: list[str] = field(default_factory=list)  # behaviours for the next requests: errcode|http500|hang
+    received: list[Received] = field(default_factory=list)
+    hang_s: float = 30.0
+
+    def start(self) -> FakeDingTalk:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                raw = self.rfile.read(length)
+                status, answer = fake.handle(self.path, raw)
+                if status == 0:
+                    return  # hung: the client gave up
+                payload = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._lock = threading.Lock()
+        self._release = threading.Event()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/robot/send?access_token=test-token"
+
+    def valid_signature(self, path: str) -> bool:
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+        try:
+            timestamp = int(query["timestamp"][0])
+            given = query["sign"][0]
+        except (KeyError, ValueError):
+            return False
+        if abs(time.time() * 1000 - timestamp) > 3600_000:
+            return False
+        digest = hmac.new(
+            self.secret.encode(), f"{timestamp}\n{self.secret}".encode(), hashlib.sha256
+        ).digest()
+        return hmac.compare_digest(given, base64.b64encode(digest).decode())
+
+    def handle(self, path: str, raw: bytes) -> tuple[int, dict[str, Any]]:
+        now = time.time()
+        body = json.loads(raw or b"{}")
+        with self._lock:
+            behaviour = self.script.pop(0) if self.script else "ok"
+        if behaviour == "hang":
+            self.received.append(Received(now, body, False, "hang"))
+            self._release.wait(self.hang_s)
+            return 0, {}
+        if behaviour == "http500":
+            self.received.append(Received(now, body, False, "http500"))
+            return 500, {"error": "internal"}
+        if behaviour == "errcode":
+            self.received.append(Received(now, body, False, "errcode"))
+            return 200, {"errcode": 130101, "errmsg": "send too fast, exceed 20 times per minute"}
+        if not self.valid_signature(path):
+            self.received.append(Received(now, body, False, "sign"))
+            return 200, {"errcode": 310000, "errmsg": "sign not match"}
+        with self._lock:
+            recent = [r for r in self.received if r.accepted and now - r.at < 60]
+            if len(recent) >= self.limit_per_minute:
+                self.received.append(Received(now, body, False, "rate"))
+                return 200, {"errcode": 130101, "errmsg": "send too fast, exceed 20 times per minute"}
+            self.received.append(Received(now, body, True))
+        return 200, {"errcode": 0, "errmsg": "ok"}
+
+    @property
+    def accepted(self) -> list[Received]:
+        return [r for r in self.received if r.accepted]
+
+    def max_in_any_minute(self) -> int:
+        times = sorted(r.at for r in self.accepted)
+        return max((sum(1 for t in times if s <= t < s + 60) for s in times), default=0)
