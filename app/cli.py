@@ -134,6 +134,65 @@ def status(
         _print_response(resp)
 
 
+@cli.command()
+def replay(job_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = "") -> None:
+    """Replay a dead or cancelled job (attempts reset, replay_count + 1)."""
+    with _client(api_url, api_key) as client:
+        _print_response(client.post(f"/v1/jobs/{job_id}/replay"))
+
+
+@cli.command()
+def cancel(job_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = "") -> None:
+    """Cancel a pending, scheduled, retrying or running job."""
+    with _client(api_url, api_key) as client:
+        _print_response(client.post(f"/v1/jobs/{job_id}/cancel"))
+
+
+@cli.command("dead-letters")
+def dead_letters_cmd(
+    include_archived: Annotated[bool, typer.Option("--include-archived")] = False,
+    report_type: Annotated[str | None, typer.Option(help="Only this report type")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=200)] = 50,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = "",
+) -> None:
+    """List dead letters, newest first."""
+    params: dict[str, Any] = {"limit": limit, "include_archived": include_archived}
+    if report_type:
+        params["report_type"] = report_type
+    with _client(api_url, api_key) as client:
+        resp = client.get("/v1/dead-letters", params=params)
+    if resp.status_code != 200:
+        _print_response(resp)
+    for item in resp.json()["items"]:
+        err = item["error"] or {}
+        flags = " archived" if item["archived_at"] else ""
+        flags += " replayed" if item["replayed_at"] else ""
+        typer.echo(
+            f"{item['created_at']}  {item['job_id']}  {item['report_type']}  tenant={item['tenant']}  "
+            f"attempts={item['attempts']}  alert={item['alert']['status']}{flags}  "
+            f"{err.get('type', '')}: {str(err.get('message', ''))[:80]}"
+        )
+
+
+@cli.command("replay-dead")
+def replay_dead(
+    job_id: Annotated[list[str] | None, typer.Option("--job-id", help="Repeat for several")] = None,
+    report_type: Annotated[str | None, typer.Option(help="Every unreplayed dead letter of this type")] = None,
+    since: Annotated[str | None, typer.Option(help="…created at or after this ISO 8601 time")] = None,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = "",
+) -> None:
+    """Bulk replay (admin key): by job ids, or by report type and/or time."""
+    body: dict[str, Any] = {"job_ids": job_id} if job_id else {}
+    if report_type:
+        body["report_type"] = report_type
+    if since:
+        body["since"] = since
+    with _client(api_url, api_key) as client:
+        _print_response(client.post("/v1/dead-letters/replay", json=body))
+
+
 def main() -> None:
     try:
         cli()

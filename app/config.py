@@ -45,6 +45,7 @@ class Settings(BaseSettings):
     api_key_cache_ttl_s: float = Field(2.0, ge=0)
     worker_max_jobs: int = Field(10, gt=0)
     worker_poll_delay_s: float = Field(0.05, gt=0)
+    worker_shutdown_grace_s: float = Field(30.0, ge=0)
     queue_name: str = "arq:queue"
     dead_letter_queue_name: str = "arq:dead-letters"
     db_pool_size: int = Field(10, gt=0)
@@ -99,7 +100,7 @@ class Settings(BaseSettings):
     @property
     def heartbeat_interval_s(self) -> float:
         """Often enough that a live attempt is never mistaken for a lost one."""
-        return max(0.05, min(self.stuck_after_s / 4, 30.0))
+        return max(0.05, min(self.stuck_after_s / 4, 10.0))
 
     @property
     def effective_redis_url(self) -> str:

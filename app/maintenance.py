@@ -1,20 +1,27 @@
-"""The scheduler's periodic work, as plain async functions: reconcile Redis with MySQL.
+"""The scheduler's periodic work as plain async functions: rescue lost attempts, reconcile Redis with
+MySQL, re-publish pending alerts, archive dead letters, purge expired jobs and their files.
 
-Idempotent by construction: re-enqueueing uses the same arq job id, which Redis dedups.
+Every action is idempotent (CAS updates, arq job-id dedup); a Redis lease just keeps replicas from
+doing the same work in the same tick.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
-from app import dead_letters, queue
+from app import dead_letters, queue, service
 from app.config import get_settings
 from app.db import session_scope
 from app.models import utcnow
 from app.repository import Repository
+from app.storage import delete_job_outputs
+
+log = logging.getLogger(__name__)
 
 RECONCILE_BATCH = 500
+PURGE_BATCH = 500
 
 
 def grace_s() -> float:
@@ -23,6 +30,7 @@ def grace_s() -> float:
 
 
 async def reconcile() -> int:
+    """Enqueue jobs MySQL says are due but Redis does not hold (after a flush, a restart, a lost enqueue)."""
     now = utcnow()
     async with session_scope() as session:
         jobs = await Repository(session).jobs_due_for_enqueue(
@@ -37,8 +45,35 @@ async def reconcile() -> int:
     return enqueued
 
 
-async def run_tick() -> dict[str, Any]:
-    report: dict[str, Any] = {"reenqueued": await reconcile()}
-    report["alerts_republished"] = await dead_letters.republish_pending(grace_s())
+async def purge_expired_jobs() -> int:
+    settings = get_settings()
+    cutoff = utcnow() - timedelta(seconds=settings.job_retention_s)
+    async with session_scope() as session:
+        repo = Repository(session)
+        ids = await repo.expired_job_ids(cutoff, PURGE_BATCH)
+        if ids:
+            await repo.delete_jobs(ids)
+    for job_id in ids:
+        delete_job_outputs(settings.output_dir, job_id)
+    return len(ids)
+
+
+async def run_tick(use_lease: bool = True) -> dict[str, Any]:
+    settings = get_settings()
+    report: dict[str, Any] = {}
+    if use_lease:
+        try:
+            lease = await queue.try_lock("scheduler-tick", ttl_s=max(0.05, settings.scan_interval_s * 0.8))
+        except Exception as exc:  # Redis down: the MySQL-side work is still safe to do
+            lease, report["redis"] = True, f"unavailable: {type(exc).__name__}"  # type: ignore[assignment]
+        if lease is None:
+            return {"skipped": "another scheduler replica holds this tick"}
+    report["lost"] = await service.declare_lost(settings.stuck_after_s)
+    try:
+        report["reenqueued"] = await reconcile()
+        report["alerts_republished"] = await dead_letters.republish_pending(grace_s())
+    except Exception as exc:
+        report["redis"] = f"unavailable: {type(exc).__name__}"
     report.update(await dead_letters.archive_and_purge())
+    report["jobs_purged"] = await purge_expired_jobs()
     return report

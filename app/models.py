@@ -101,7 +101,8 @@ class ReportJob(SQLModel, table=True):
 
 class JobAttempt(SQLModel, table=True):
     __tablename__ = "job_attempts"
-    __table_args__ = (sa.UniqueConstraint("job_id", "attempt", "replay", name="uq_job_attempts_job_attempt"),)
+    # Not unique: an attempt handed back at shutdown (superseded) is retried under the same number.
+    __table_args__ = (sa.Index("ix_job_attempts_job", "job_id", "replay", "attempt"),)
 
     id: int | None = Field(default=None, primary_key=True)
     job_id: str = Field(max_length=26, foreign_key="report_jobs.id", ondelete="CASCADE")

@@ -12,6 +12,10 @@ from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
 from arq.constants import job_key_prefix
 from redis.asyncio.lock import Lock
+from redis.asyncio.retry import Retry as RedisRetry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.config import Settings, get_settings
 
@@ -23,11 +27,17 @@ HANDLE_DEAD_LETTER = "handle_dead_letter"
 _pool: ArqRedis | None = None
 
 
-def redis_settings(settings: Settings) -> RedisSettings:
+def redis_settings(settings: Settings, patient: bool = True) -> RedisSettings:
+    """Workers (patient) retry commands with backoff for ~20 s so a Redis restart is ridden out;
+    the API retries briefly, since a committed job is re-enqueued by the scheduler anyway."""
     rs = RedisSettings.from_dsn(settings.effective_redis_url)
     rs.conn_timeout = 2
-    rs.conn_retries = 1
-    rs.conn_retry_delay = 0
+    rs.conn_retries = 5
+    rs.conn_retry_delay = 1
+    rs.retry_on_error = [ConnectionError, TimeoutError, RedisConnectionError, RedisTimeoutError]
+    rs.retry = RedisRetry(ExponentialBackoff(cap=2.0, base=0.05), retries=12 if patient else 2)
+    if not patient:
+        rs.conn_retries = 1
     return rs
 
 
@@ -35,7 +45,9 @@ async def get_pool() -> ArqRedis:
     global _pool
     if _pool is None:
         settings = get_settings()
-        _pool = await create_pool(redis_settings(settings), default_queue_name=settings.queue_name)
+        _pool = await create_pool(
+            redis_settings(settings, patient=False), default_queue_name=settings.queue_name
+        )
     return _pool
 
 
@@ -46,19 +58,21 @@ async def close_pool() -> None:
     _pool = None
 
 
-def arq_job_id(job_id: str, replay_count: int) -> str:
+def arq_job_id(job_id: str, replay_count: int, suffix: str | None = None) -> str:
     """One arq job per replay generation; retries reuse it through `Retry`, so Redis dedups re-enqueues."""
-    return f"{job_id}:{replay_count}"
+    return f"{job_id}:{replay_count}" + (f":{suffix}" if suffix else "")
 
 
-async def enqueue_run(job_id: str, replay_count: int, defer_until: datetime | None = None) -> bool:
+async def enqueue_run(
+    job_id: str, replay_count: int, defer_until: datetime | None = None, suffix: str | None = None
+) -> bool:
     """Put a report job on the main queue; False (logged) if Redis refused, never raises."""
     try:
         pool = await get_pool()
         await pool.enqueue_job(
             RUN_REPORT,
             job_id,
-            _job_id=arq_job_id(job_id, replay_count),
+            _job_id=arq_job_id(job_id, replay_count, suffix),
             _queue_name=get_settings().queue_name,
             _defer_until=defer_until,
         )

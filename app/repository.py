@@ -168,6 +168,56 @@ class Repository:
         )
         return list((await self.session.execute(stmt)).scalars().all())
 
+    async def decrement_attempts_total(self, job_id: str) -> None:
+        await self.session.execute(
+            update(JOBS).where(J.id == job_id).values(attempts_total=J.attempts_total - 1)
+        )
+
+    async def stuck_jobs(self, heartbeat_before: datetime, limit: int) -> list[ReportJob]:
+        stmt = (
+            select(ReportJob)
+            .where(J.status == JobStatus.RUNNING.value, J.heartbeat_at < heartbeat_before)
+            .order_by(J.heartbeat_at)
+            .limit(limit)
+        )
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    async def cas_cancel_waiting(self, job: ReportJob, now: datetime) -> int:
+        """pending/scheduled/retrying → cancelled, only if nothing changed since `job` was read."""
+        stmt = (
+            update(JOBS)
+            .where(
+                J.id == job.id,
+                J.status == job.status.value,
+                J.attempt == job.attempt,
+                J.replay_count == job.replay_count,
+                J.status.in_([JobStatus.PENDING.value, JobStatus.SCHEDULED.value, JobStatus.RETRYING.value]),
+            )
+            .values(status=JobStatus.CANCELLED.value, finished_at=now, next_attempt_at=None, updated_at=now)
+        )
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def note_late_result(self, key: AttemptKey, outcome: str, now: datetime) -> int:
+        """Record on an attempt already declared lost that its worker reported late (and was ignored)."""
+        stmt = (
+            update(ATTEMPTS)
+            .where(
+                A.job_id == key.job_id,
+                A.attempt == key.attempt,
+                A.replay == key.replay,
+                A.outcome == AttemptOutcome.LOST.value,
+            )
+            .values(
+                error={
+                    "type": "LostWorker",
+                    "retryable": True,
+                    "message": f"no heartbeat; the worker's late result ({outcome}) at "
+                    f"{now.isoformat()} was discarded",
+                }
+            )
+        )
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
     # ---- attempts -----------------------------------------------------------------------------
 
     async def add_attempt(self, attempt: JobAttempt) -> None:
@@ -363,6 +413,24 @@ class Repository:
             stmt = stmt.where(J.tenant == tenant)
         return int((await self.session.execute(stmt)).scalar_one())
 
+    async def expired_job_ids(self, finished_before: datetime, limit: int) -> list[str]:
+        """Finished jobs past retention; a dead job stays while any of its dead letters exists."""
+        has_letter = select(D.id).where(D.job_id == J.id).exists()
+        stmt = (
+            select(J.id)
+            .where(
+                J.finished_at < finished_before,
+                or_(
+                    J.status.in_([JobStatus.DONE.value, JobStatus.CANCELLED.value]),
+                    and_(J.status == JobStatus.DEAD.value, ~has_letter),
+                ),
+            )
+            .limit(limit)
+        )
+        return list((await self.session.execute(stmt)).scalars().all())
+
     async def delete_jobs(self, job_ids: Sequence[str]) -> int:
-        stmt = delete(JOBS).where(J.id.in_(list(job_ids)))
+        ids = list(job_ids)
+        await self.session.execute(delete(ATTEMPTS).where(A.job_id.in_(ids)))
+        stmt = delete(JOBS).where(J.id.in_(ids))
         return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]

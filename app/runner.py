@@ -113,14 +113,21 @@ async def run_job(job_id: str, worker: str) -> RunResult:
     if outcome is None and rtype is not None:
         outcome, error = await _run_report(rtype.fn(ctx, params), job.timeout_s, key, ctx)
     if outcome is None:
+        await service.note_late_result(key, AttemptOutcome.SUPERSEDED)
         return RunResult(detail="stopped: attempt no longer ours")
     async for attempt in _record_retrying():
         with attempt:
             if outcome == AttemptOutcome.SUCCEEDED:
-                await service.complete_attempt(key, ctx.output_info)
+                if not await service.complete_attempt(key, ctx.output_info):
+                    await service.note_late_result(key, outcome)
                 return RunResult(detail="done")
+            if outcome == AttemptOutcome.CANCELLED:
+                await service.finish_cancelled(key)
+                return RunResult(detail="cancelled")
             assert error is not None
             result = await service.fail_attempt(key, outcome, error)
+            if not result.applied:
+                await service.note_late_result(key, outcome)
     if result.applied and result.status is not None and result.status.value == "retrying":
         return RunResult(defer_s=result.delay_s, detail="retrying")
     return RunResult(detail=result.status.value if result.status else "discarded")
@@ -152,9 +159,12 @@ async def _run_report(
             return AttemptOutcome.SUCCEEDED, None
         return classify(exc)
     except asyncio.CancelledError:
+        # Worker shutdown past its grace period: hand the attempt back unburnt; arq re-queues the message.
         task.cancel()
         with contextlib.suppress(BaseException):
             await task
+        with contextlib.suppress(Exception):
+            await asyncio.shield(service.release_attempt(key))
         raise
     finally:
         beat.cancel()

@@ -22,7 +22,7 @@ from ulid import ULID
 from app import queue
 from app.config import get_settings
 from app.db import session_scope
-from app.errors import IdempotencyConflict, NotFound, OutputNotReady, ValidationFailed
+from app.errors import Conflict, IdempotencyConflict, NotFound, OutputNotReady, ValidationFailed
 from app.models import ApiKey, DeadLetter, JobAttempt, ReportJob, utcnow
 from app.reports.base import OutputInfo
 from app.reports.registry import ReportType, registry
@@ -341,6 +341,98 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
     if letter_id is not None:
         await queue.enqueue_dead_letter(letter_id)
     return FailResult(applied=True, status=target, delay_s=delay_s, dead_letter_id=letter_id)
+
+
+async def finish_cancelled(key: AttemptKey) -> bool:
+    """A running attempt stopped because a cancel was requested: running → cancelled."""
+    now = utcnow()
+    error = error_dict("Cancelled", "cancelled on request while running", retryable=False)
+    async with session_scope() as session:
+        repo = Repository(session)
+        values = {
+            "status": JobStatus.CANCELLED.value,
+            "finished_at": now,
+            "updated_at": now,
+            "heartbeat_at": None,
+        }
+        if await repo.cas_running(key, values) != 1:
+            return False
+        await repo.finish_attempt_row(key, AttemptOutcome.CANCELLED, now, error)
+    return True
+
+
+async def release_attempt(key: AttemptKey) -> bool:
+    """Hand an unfinished attempt back (worker shutdown) unburnt: running → pending, attempt - 1."""
+    now = utcnow()
+    error = error_dict("WorkerShutdown", "the worker stopped before the attempt finished; handed back", True)
+    async with session_scope() as session:
+        repo = Repository(session)
+        values = {
+            "status": JobStatus.PENDING.value,
+            "attempt": key.attempt - 1,
+            "heartbeat_at": None,
+            "updated_at": now,
+            "next_attempt_at": None,
+        }
+        if await repo.cas_running(key, values) != 1:
+            return False
+        await repo.decrement_attempts_total(key.job_id)
+        await repo.finish_attempt_row(key, AttemptOutcome.SUPERSEDED, now, error)
+    return True
+
+
+async def cancel(job_id: str, tenant: str | None) -> ReportJob:
+    """Waiting jobs become cancelled at once; a running one is asked to stop (its heartbeat sees the flag)."""
+    now = utcnow()
+    async with session_scope() as session:
+        repo = Repository(session)
+        job = await repo.get_job(job_id, tenant)
+        if job is None:
+            raise NotFound(f"No job {job_id!r}.")
+        if job.status in (JobStatus.DONE, JobStatus.DEAD, JobStatus.CANCELLED):
+            raise Conflict(f"Job {job_id} is already {job.status.value}.")
+        if job.status == JobStatus.RUNNING:
+            key = AttemptKey(job.id, job.attempt, job.replay_count)
+            changed = await repo.cas_running(key, {"cancel_requested": True, "updated_at": now})
+        else:
+            changed = await repo.cas_cancel_waiting(job, now)
+        if changed != 1:
+            raise Conflict(f"Job {job_id} changed while cancelling; try again.")
+        fresh = await repo.get_job(job_id)
+    assert fresh is not None
+    return fresh
+
+
+async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
+    """Running attempts silent for `stuck_after_s` → outcome lost (LostWorker) → retry or dead as usual."""
+    now = utcnow()
+    async with session_scope() as session:
+        stuck = await Repository(session).stuck_jobs(now - timedelta(seconds=stuck_after_s), limit)
+    declared = 0
+    for job in stuck:
+        key = AttemptKey(job.id, job.attempt, job.replay_count)
+        if job.cancel_requested:
+            declared += await finish_cancelled(key)
+            continue
+        message = f"no heartbeat for {stuck_after_s:g} s from worker {job.worker or '?'}"
+        result = await fail_attempt(key, AttemptOutcome.LOST, error_dict("LostWorker", message, True))
+        if not result.applied:
+            continue
+        declared += 1
+        if result.status == JobStatus.RETRYING:
+            # The killed worker's arq message may linger in Redis until its lease expires: add a fresh one.
+            await queue.enqueue_run(
+                job.id,
+                job.replay_count,
+                defer_until=now + timedelta(seconds=result.delay_s),
+                suffix=f"lost{key.attempt}",
+            )
+    return declared
+
+
+async def note_late_result(key: AttemptKey, outcome: AttemptOutcome) -> None:
+    async with session_scope() as session:
+        await Repository(session).note_late_result(key, outcome.value, utcnow())
 
 
 # ---- api keys ---------------------------------------------------------------------------------------

@@ -17,8 +17,14 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 def safe_filename(name: str, default: str = "report.bin") -> str:
     base = os.path.basename(name.replace("\\", "/"))
-    cleaned = _UNSAFE.sub("_", base).strip("._")[:200]
-    return cleaned or default
+    stem, dot, ext = base.rpartition(".")
+    if not dot or not stem:
+        stem, ext = base, ""
+    clean_stem = _UNSAFE.sub("_", stem).strip("._")[:180]
+    clean_ext = _UNSAFE.sub("", ext)[:15]
+    if not clean_stem:
+        return f"report.{clean_ext}" if clean_ext and stem else default
+    return f"{clean_stem}.{clean_ext}" if clean_ext else clean_stem
 
 
 def attempt_dir(output_dir: Path, job_id: str, replay: int, attempt: int) -> Path:

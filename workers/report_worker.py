@@ -46,6 +46,8 @@ def worker_options() -> dict[str, Any]:
         "on_startup": startup,
         "on_shutdown": on_shutdown,
         "health_check_interval": 10,
+        # SIGTERM: stop taking jobs, let running attempts finish for this long, then hand the rest back.
+        "job_completion_wait": int(settings.worker_shutdown_grace_s),
     }
 
 

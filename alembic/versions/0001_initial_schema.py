@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-23 03:47:23.285016
+Create Date: 2026-11-23 03:53:18.947845
 """
 from collections.abc import Sequence
 
@@ -116,9 +116,11 @@ def upgrade() -> None:
     sa.Column('error', sa.JSON(), nullable=True),
     sa.Column('worker', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
     sa.ForeignKeyConstraint(['job_id'], ['report_jobs.id'], ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('id'),
-    sa.UniqueConstraint('job_id', 'attempt', 'replay', name='uq_job_attempts_job_attempt')
+    sa.PrimaryKeyConstraint('id')
     )
+    with op.batch_alter_table('job_attempts', schema=None) as batch_op:
+        batch_op.create_index('ix_job_attempts_job', ['job_id', 'replay', 'attempt'], unique=False)
+
 
 
 def downgrade() -> None:

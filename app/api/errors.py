@@ -22,6 +22,7 @@ from app.errors import Conflict, NotFound, OrchestratorError, Unavailable, Valid
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
+BODY_PARSE_ERROR = "There was an error parsing the body"
 
 _STATUS: list[tuple[type[OrchestratorError], int]] = [
     (NotFound, 404),
@@ -69,6 +70,10 @@ async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
 
 
 async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if exc.status_code == 400 and exc.detail == BODY_PARSE_ERROR:
+        # FastAPI answers 400 for bodies json.loads cannot take (bad UTF-8, deep nesting): malformed JSON.
+        errors = [{"loc": ["body"], "msg": "the body is not valid JSON", "type": "json_invalid"}]
+        return problem(422, "The request body is not valid JSON.", errors=errors)
     detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
     return problem(exc.status_code, detail, headers=getattr(exc, "headers", None))
 

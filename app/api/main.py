@@ -1,4 +1,4 @@
-"""The FastAPI application: routers, problem+json handlers, middleware, offline docs, metrics.
+"""The FastAPI application: routers, problem+json handlers, middleware, offline docs.
 
 `create_app()` builds a fresh app (tests build several); `app.main:app` is the process's instance.
 """
@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
-from prometheus_client import make_asgi_app
 
 from app import queue
 from app.api import errors
@@ -50,7 +49,6 @@ def create_app() -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(dead_letters.router)
     app.include_router(meta.router)
-    app.mount("/metrics", make_asgi_app())
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AuthMiddleware)
     return app

@@ -79,7 +79,8 @@ class AuthMiddleware:
         self.cache = KeyCache()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (not scope["path"].startswith("/v1/") and scope["path"] != "/v1"):
+        path = route_path(scope) if scope["type"] == "http" else ""
+        if not path.startswith("/v1/") and path != "/v1":
             await self.app(scope, receive, send)
             return
         raw = _bearer(scope)
@@ -102,12 +103,21 @@ class AuthMiddleware:
                 send, 401, "The API key is unknown or revoked.", [(b"www-authenticate", b"Bearer")]
             )
             return
-        scope_needed = required_scope(scope["method"], scope["path"])
+        scope_needed = required_scope(scope["method"], path)
         if not principal.has(scope_needed):
             await _send_problem(send, 403, f"This key lacks the `{scope_needed}` scope.")
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
+
+
+def route_path(scope: Scope) -> str:
+    """The path the router matches: behind `--root-path`, scope["path"] still carries the prefix."""
+    path: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        return path[len(root) :] or "/"
+    return path
 
 
 def _bearer(scope: Scope) -> str | None:

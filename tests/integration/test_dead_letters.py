@@ -62,7 +62,7 @@ async def test_one_dead_job_gives_exactly_one_correctly_signed_alert(
     assert letter["job_id"] == job_id and letter["alert"]["status"] == "sent"
     assert letter["alert"]["sent_at"] is not None
     # Running the consumer and the scheduler again sends nothing more.
-    await maintenance.run_tick()
+    await maintenance.run_tick(use_lease=False)
     await drain_alerts()
     assert len(dingtalk.received) == 1
 
@@ -129,7 +129,7 @@ async def test_redis_flushed_between_death_and_alert_still_alerts(
     await drain_alerts()
     assert dingtalk.received == []
     await asyncio.sleep(0.6)
-    report = await maintenance.run_tick()
+    report = await maintenance.run_tick(use_lease=False)
     assert report["alerts_republished"] == 1
     await drain_alerts()
     assert len(dingtalk.accepted) == 1 and job_id in dingtalk.accepted[0].text

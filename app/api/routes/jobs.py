@@ -29,7 +29,7 @@ MAX_WAIT_S = 30
 MAX_LIMIT = 200
 ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
 
-JobId = Annotated[str, Path(description="Job id (ULID)", max_length=200)]
+JobId = Annotated[str, Path(description="Job id (ULID)")]
 
 
 def check_id(job_id: str) -> str:
@@ -173,4 +173,20 @@ async def get_output(job_id: JobId, principal: PrincipalDep) -> FileResponse:
         path,
         media_type=job.output_content_type or "application/octet-stream",
         filename=job.output_filename or path.name,
+    )
+
+
+@router.post(
+    "/{job_id}/cancel",
+    status_code=202,
+    response_model=JobPublic,
+    responses=problem_responses(401, 403, 404, 409, 503),
+    summary="Cancel a job",
+)
+async def cancel_job(job_id: JobId, principal: PrincipalDep) -> JSONResponse:
+    """Waiting jobs are cancelled at once; a running job is asked to stop and ends `cancelled` shortly."""
+    check_id(job_id)
+    job = await service.cancel(job_id, tenant_scope(principal))
+    return JSONResponse(
+        JobPublic.of(job).model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"}
     )

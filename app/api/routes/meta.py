@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app import queue
 from app.api.deps import PrincipalDep
@@ -36,6 +37,17 @@ async def report_types(_principal: PrincipalDep) -> list[ReportTypePublic]:
     return [
         ReportTypePublic.of(t, settings.job_timeout_s, settings.default_max_attempts) for t in registry.all()
     ]
+
+
+@router.get(
+    "/metrics",
+    tags=["health"],
+    response_class=Response,
+    summary="Prometheus metrics (bind privately)",
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}},
+)
+async def metrics() -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/healthz", response_model=Health, tags=["health"], summary="Liveness (no I/O)")
