@@ -5,10 +5,13 @@ A thin shell around `app.runner.run_job`; our runner, not arq, decides retries, 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from arq import Retry
 from arq.worker import func
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from app.config import get_settings
 from app.queue import RUN_REPORT, redis_settings
@@ -18,9 +21,21 @@ from workers.common import arq_job_timeout_s, load_registry, on_shutdown, on_sta
 # arq must never give up on its own: MySQL holds the real attempt budget.
 ARQ_MAX_TRIES = 1_000_000
 
+log = logging.getLogger(__name__)
+
+
+# While MySQL is unreachable a delivery is retried this often instead of failing in arq.
+DB_DOWN_RETRY_S = 1.0
+
 
 async def run_report(ctx: dict[str, Any], job_id: str) -> str:
-    result = await run_job(job_id, ctx["worker_name"])
+    try:
+        result = await run_job(job_id, ctx["worker_name"])
+    except (OperationalError, InterfaceError, PoolTimeoutError, OSError) as exc:
+        log.warning(
+            "database unavailable; delivery retried", extra={"job_id": job_id, "error": type(exc).__name__}
+        )
+        raise Retry(defer=DB_DOWN_RETRY_S) from exc
     if result.defer_s is not None:
         raise Retry(defer=max(result.defer_s, 0.0))
     return result.detail
