@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     enable_demo_reports: bool = False
     report_modules: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_body_bytes: int = Field(65536, gt=0)
+    max_params_depth: int = Field(8, gt=0)
+    max_params_string_chars: int = Field(10_000, gt=0)
+    max_params_items: int = Field(2_000, gt=0)
+    submit_rate_limit_per_minute: int = Field(0, ge=0)
     idempotency_ttl_s: float = Field(86400.0, gt=0)
     api_key_cache_ttl_s: float = Field(2.0, ge=0)
     worker_max_jobs: int = Field(10, gt=0)

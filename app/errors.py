@@ -46,5 +46,13 @@ class ValidationFailed(OrchestratorError):
         self.errors = errors
 
 
+class RateLimited(OrchestratorError):
+    title = "Too Many Requests"
+
+    def __init__(self, detail: str, retry_after_s: int) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+
+
 class Unavailable(OrchestratorError):
     title = "Service Unavailable"

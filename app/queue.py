@@ -117,3 +117,27 @@ async def try_lock(name: str, ttl_s: float) -> Lock | None:
     pool = await get_pool()
     lock = pool.lock(f"ro:lock:{name}", timeout=ttl_s, blocking=False)
     return lock if await lock.acquire() else None
+
+
+async def take_rate_token(tenant: str, per_minute: int) -> int | None:
+    """Count one submit in the tenant's current minute; None if allowed, else seconds until the next minute.
+
+    Fails open: with Redis unreachable the submit is allowed (MySQL still takes it) and a warning is logged.
+    """
+    import time
+
+    now = time.time()
+    window = int(now // 60)
+    key = f"ro:rate:{tenant}:{window}"
+    try:
+        pool = await get_pool()
+        async with pool.pipeline(transaction=True) as pipe:
+            pipe.incr(key)
+            pipe.expire(key, 120)
+            count, _ = await pipe.execute()
+    except Exception as exc:
+        log.warning("rate limiter unavailable; allowing", extra={"error": repr(exc)})
+        return None
+    if int(count) <= per_minute:
+        return None
+    return max(1, int((window + 1) * 60 - now + 0.999))

@@ -22,7 +22,14 @@ from ulid import ULID
 from app import queue
 from app.config import get_settings
 from app.db import session_scope
-from app.errors import Conflict, IdempotencyConflict, NotFound, OutputNotReady, ValidationFailed
+from app.errors import (
+    Conflict,
+    IdempotencyConflict,
+    NotFound,
+    OutputNotReady,
+    RateLimited,
+    ValidationFailed,
+)
 from app.models import ApiKey, DeadLetter, JobAttempt, ReportJob, utcnow
 from app.reports.base import OutputInfo
 from app.reports.registry import ReportType, registry
@@ -71,9 +78,64 @@ class SubmitResult:
     created: bool
 
 
+def params_shape_errors(params: Any, max_depth: int, max_string: int, max_items: int) -> list[dict[str, Any]]:
+    """Bound what any params object may be, before a report type's own schema looks at it."""
+    errors: list[dict[str, Any]] = []
+    items = 0
+
+    def walk(value: Any, loc: list[str | int], depth: int) -> None:
+        nonlocal items
+        if len(errors) >= 20:
+            return
+        items += 1
+        if items == max_items + 1:
+            errors.append(
+                {"loc": ["body", "params"], "msg": f"more than {max_items} values", "type": "too_many"}
+            )
+        if depth > max_depth:
+            errors.append(
+                {
+                    "loc": ["body", "params", *loc],
+                    "msg": f"nested deeper than {max_depth}",
+                    "type": "too_deep",
+                }
+            )
+            return
+        if isinstance(value, str) and len(value) > max_string:
+            errors.append(
+                {
+                    "loc": ["body", "params", *loc],
+                    "msg": f"string longer than {max_string}",
+                    "type": "string_too_long",
+                }
+            )
+        elif isinstance(value, dict):
+            for key, child in value.items():
+                if len(key) > 200:
+                    errors.append(
+                        {
+                            "loc": ["body", "params", *loc],
+                            "msg": "key longer than 200",
+                            "type": "key_too_long",
+                        }
+                    )
+                walk(child, [*loc, key[:200]], depth + 1)
+        elif isinstance(value, list):
+            for index, child in enumerate(value):
+                walk(child, [*loc, index], depth + 1)
+
+    walk(params, [], 0)
+    return errors
+
+
 def validate_submit(req: SubmitRequest, now: datetime) -> tuple[ReportType, dict[str, Any]]:
     """Check the report type, its params and run_at; raise ValidationFailed listing every bad field."""
-    errors: list[dict[str, Any]] = []
+    settings = get_settings()
+    errors = params_shape_errors(
+        req.params, settings.max_params_depth, settings.max_params_string_chars, settings.max_params_items
+    )
+    if errors:
+        raise ValidationFailed("The job's params are too large or too deep.", errors)
     rtype = registry.get(req.report_type)
     params: dict[str, Any] = req.params
     if rtype is None:
@@ -120,6 +182,14 @@ async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = 
     settings = get_settings()
     now = utcnow()
     rtype, params = validate_submit(req, now)
+    if settings.submit_rate_limit_per_minute:
+        retry_after_s = await queue.take_rate_token(tenant, settings.submit_rate_limit_per_minute)
+        if retry_after_s is not None:
+            raise RateLimited(
+                f"Tenant {tenant!r} may submit {settings.submit_rate_limit_per_minute} jobs a "
+                "minute; try again later.",
+                retry_after_s,
+            )
     fingerprint = req.fingerprint()
     if idempotency_key:
         async with session_scope() as session:

@@ -17,7 +17,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api.schemas import Problem
-from app.errors import Conflict, NotFound, OrchestratorError, Unavailable, ValidationFailed
+from app.errors import Conflict, NotFound, OrchestratorError, RateLimited, Unavailable, ValidationFailed
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,7 @@ _STATUS: list[tuple[type[OrchestratorError], int]] = [
     (NotFound, 404),
     (Conflict, 409),
     (ValidationFailed, 422),
+    (RateLimited, 429),
     (Unavailable, 503),
 ]
 
@@ -83,7 +84,8 @@ async def _domain(_: Request, exc: Exception) -> JSONResponse:
     for cls, status in _STATUS:
         if isinstance(exc, cls):
             errors = exc.errors if isinstance(exc, ValidationFailed) else None
-            return problem(status, exc.detail, title=exc.title, errors=errors)
+            headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, RateLimited) else None
+            return problem(status, exc.detail, title=exc.title, errors=errors, headers=headers)
     return problem(500, exc.detail)
 
 
@@ -120,6 +122,7 @@ _DESCRIPTIONS = {
     409: "The state machine forbids this transition",
     413: "Request body over MAX_BODY_BYTES",
     422: "Invalid input; `errors` lists each bad field",
+    429: "Submit rate limit reached; see Retry-After",
     503: "MySQL (or Redis) is unreachable",
 }
 

@@ -61,7 +61,7 @@ def decode_cursor(cursor: str) -> str:
     response_model=JobPublic,
     responses={
         200: {"model": JobPublic, "description": "Idempotent replay: the job created earlier"},
-        **problem_responses(401, 403, 409, 413, 422, 503),
+        **problem_responses(401, 403, 409, 413, 422, 429, 503),
     },
     summary="Submit a report job",
 )
