@@ -47,10 +47,12 @@ async def reconcile() -> int:
 
 async def purge_expired_jobs() -> int:
     settings = get_settings()
-    cutoff = utcnow() - timedelta(seconds=settings.job_retention_s)
+    now = utcnow()
+    cutoff = now - timedelta(seconds=settings.job_retention_s)
+    idempotent_cutoff = now - timedelta(seconds=settings.idempotency_ttl_s)
     async with session_scope() as session:
         repo = Repository(session)
-        ids = await repo.expired_job_ids(cutoff, PURGE_BATCH)
+        ids = await repo.expired_job_ids(cutoff, idempotent_cutoff, PURGE_BATCH)
         if ids:
             await repo.delete_jobs(ids)
     for job_id in ids:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, func, or_, select, update
@@ -47,6 +47,7 @@ class LetterFilter:
     created_before: datetime | None = None
     job_ids: Sequence[str] = ()
     unreplayed_only: bool = False
+    now: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -271,8 +272,6 @@ class Repository:
         )
         count, oldest = (await self.session.execute(stmt)).one()
         if oldest is not None and oldest.tzinfo is None:
-            from datetime import UTC
-
             oldest = oldest.replace(tzinfo=UTC)
         return int(count or 0), oldest
 
@@ -328,6 +327,7 @@ class Repository:
             conds.append(D.tenant == flt.tenant)
         if not flt.include_archived:
             conds.append(D.archived_at.is_(None))
+            conds.append(D.expire_at > (flt.now or datetime.now(UTC)))
         if flt.report_type:
             conds.append(D.report_type == flt.report_type)
         if flt.created_after:
@@ -413,13 +413,17 @@ class Repository:
             stmt = stmt.where(J.tenant == tenant)
         return int((await self.session.execute(stmt)).scalar_one())
 
-    async def expired_job_ids(self, finished_before: datetime, limit: int) -> list[str]:
-        """Finished jobs past retention; a dead job stays while any of its dead letters exists."""
+    async def expired_job_ids(
+        self, finished_before: datetime, idempotent_before: datetime, limit: int
+    ) -> list[str]:
+        """Finished jobs past retention; a dead job stays while any of its dead letters exists, and a job
+        holding an Idempotency-Key stays at least until the key's TTL is over."""
         has_letter = select(D.id).where(D.job_id == J.id).exists()
         stmt = (
             select(J.id)
             .where(
                 J.finished_at < finished_before,
+                or_(J.idempotency_key.is_(None), J.created_at < idempotent_before),
                 or_(
                     J.status.in_([JobStatus.DONE.value, JobStatus.CANCELLED.value]),
                     and_(J.status == JobStatus.DEAD.value, ~has_letter),

@@ -182,21 +182,20 @@ async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = 
     settings = get_settings()
     now = utcnow()
     rtype, params = validate_submit(req, now)
-    if settings.submit_rate_limit_per_minute:
-        retry_after_s = await queue.take_rate_token(tenant, settings.submit_rate_limit_per_minute)
-        if retry_after_s is not None:
-            raise RateLimited(
-                f"Tenant {tenant!r} may submit {settings.submit_rate_limit_per_minute} jobs a "
-                "minute; try again later.",
-                retry_after_s,
-            )
     fingerprint = req.fingerprint()
     if idempotency_key:
         async with session_scope() as session:
             existing = await Repository(session).get_job_by_idempotency_key(tenant, idempotency_key)
         if existing is not None:
             return _check_same_request(existing, fingerprint)
-
+    # Only new jobs spend the tenant's budget: an idempotent repeat got its original job above.
+    if settings.submit_rate_limit_per_minute:
+        retry_after_s = await queue.take_rate_token(tenant, settings.submit_rate_limit_per_minute)
+        if retry_after_s is not None:
+            raise RateLimited(
+                f"Tenant {tenant!r} may submit {settings.submit_rate_limit_per_minute} jobs a minute.",
+                retry_after_s,
+            )
     scheduled = req.run_at is not None and req.run_at > now
     job = ReportJob(
         id=new_id(),

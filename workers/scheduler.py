@@ -31,9 +31,8 @@ async def main() -> None:
     setup_logging("scheduler")
     settings = get_settings()
     scheduler = AsyncIOScheduler()
-    scheduler.add_job(
-        tick, "interval", seconds=settings.scan_interval_s, max_instances=1, coalesce=True, next_run_time=None
-    )
+    # The first tick runs right away below; the interval job takes over after one interval.
+    scheduler.add_job(tick, "interval", seconds=settings.scan_interval_s, max_instances=1, coalesce=True)
     scheduler.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -5,10 +5,19 @@ Timestamps are RFC 3339 UTC with microseconds, e.g. `2026-11-22T12:00:30.000000Z
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    model_validator,
+)
 
 from app.models import DeadLetter, JobAttempt, ReportJob
 from app.reports.registry import ReportType
@@ -22,6 +31,18 @@ def _stamp(value: datetime) -> str:
 Stamp = Annotated[datetime, PlainSerializer(_stamp, return_type=str, when_used="json")]
 
 
+def _iso_only(value: Any) -> Any:
+    """Pydantic would take a number as a Unix timestamp; the API documents RFC 3339 strings only."""
+    if not isinstance(value, str | datetime):
+        raise ValueError("expected an RFC 3339 date-time string")
+    if isinstance(value, str) and not re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]", value):
+        raise ValueError("expected an RFC 3339 date-time string, e.g. 2026-11-22T12:00:00Z")
+    return value
+
+
+IsoDateTime = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
+
+
 class JobCreate(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -32,7 +53,7 @@ class JobCreate(BaseModel):
     params: dict[str, Any] = Field(
         default_factory=dict, description="Checked against the type's params schema"
     )
-    run_at: AwareDatetime | None = Field(None, description="Start no earlier than this (≤ 30 days ahead)")
+    run_at: IsoDateTime | None = Field(None, description="Start no earlier than this (≤ 30 days ahead)")
     max_attempts: int | None = Field(None, ge=1, le=100, description="Overrides the type's attempt budget")
     ordering_key: str | None = Field(None, min_length=1, max_length=200)
     callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
@@ -224,7 +245,7 @@ class BulkReplay(BaseModel):
         None, min_length=1, max_length=1000
     )
     report_type: str | None = Field(None, min_length=1, max_length=100)
-    since: AwareDatetime | None = None
+    since: IsoDateTime | None = None
 
     @model_validator(mode="after")
     def _one_selector(self) -> BulkReplay:

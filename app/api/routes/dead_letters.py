@@ -9,13 +9,19 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
-from pydantic import AwareDatetime
 
 from app import dead_letters
 from app.api.deps import PrincipalDep, tenant_scope
 from app.api.errors import problem_responses
 from app.api.routes.jobs import MAX_LIMIT, JobId, check_id, decode_cursor, encode_cursor
-from app.api.schemas import BulkReplay, BulkReplayResult, DeadLetterPage, DeadLetterPublic, JobPublic
+from app.api.schemas import (
+    BulkReplay,
+    BulkReplayResult,
+    DeadLetterPage,
+    DeadLetterPublic,
+    IsoDateTime,
+    JobPublic,
+)
 from app.repository import LetterFilter
 
 router = APIRouter(tags=["dead letters"])
@@ -31,8 +37,8 @@ async def list_dead_letters(
     principal: PrincipalDep,
     include_archived: Annotated[bool, Query(description="Also list archived dead letters")] = False,
     report_type: Annotated[str | None, Query(max_length=100)] = None,
-    created_after: Annotated[AwareDatetime | None, Query()] = None,
-    created_before: Annotated[AwareDatetime | None, Query()] = None,
+    created_after: Annotated[IsoDateTime | None, Query()] = None,
+    created_before: Annotated[IsoDateTime | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     cursor: Annotated[str | None, Query(max_length=100)] = None,
 ) -> DeadLetterPage:

@@ -13,12 +13,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Response
 from fastapi.responses import FileResponse, JSONResponse
-from pydantic import AwareDatetime
 
 from app import service
 from app.api.deps import PrincipalDep, tenant_scope
 from app.api.errors import problem_responses
-from app.api.schemas import AttemptPublic, JobCreate, JobPage, JobPublic
+from app.api.schemas import AttemptPublic, IsoDateTime, JobCreate, JobPage, JobPublic
 from app.errors import NotFound, ValidationFailed
 from app.repository import JobFilter
 from app.states import JobStatus, is_terminal
@@ -100,8 +99,8 @@ async def list_jobs(
     principal: PrincipalDep,
     status: Annotated[list[JobStatus] | None, Query(description="Repeat to match several")] = None,
     report_type: Annotated[str | None, Query(max_length=100)] = None,
-    created_after: Annotated[AwareDatetime | None, Query()] = None,
-    created_before: Annotated[AwareDatetime | None, Query()] = None,
+    created_after: Annotated[IsoDateTime | None, Query()] = None,
+    created_before: Annotated[IsoDateTime | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     cursor: Annotated[
         str | None, Query(max_length=100, description="`next_cursor` of the previous page")
@@ -161,7 +160,10 @@ async def list_attempts(job_id: JobId, principal: PrincipalDep) -> list[AttemptP
     "/{job_id}/output",
     response_class=FileResponse,
     responses={
-        200: {"content": {"application/octet-stream": {}}, "description": "The report file"},
+        200: {
+            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+            "description": "The report file, with the content type the report declared",
+        },
         **problem_responses(401, 403, 404, 409, 503),
     },
     summary="Download a finished job's report file",
