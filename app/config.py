@@ -38,6 +38,14 @@ class Settings(BaseSettings):
     alert_timeout_s: float = Field(5.0, gt=0)
     alert_retry_max_s: float = Field(300.0, gt=0)
     public_base_url: str = "http://127.0.0.1:8000"
+    callback_secret: SecretStr | None = None
+    callback_tenant_secrets: Annotated[dict[str, SecretStr], NoDecode] = Field(default_factory=dict)
+    callback_retry_delays_s: Annotated[list[float], NoDecode] = Field(
+        default_factory=lambda: [60.0 * (2 * n + 1) for n in range(9)]
+    )
+    callback_max_attempts: int = Field(10, gt=0)
+    callback_timeout_s: float = Field(10.0, gt=0)
+    callback_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     enable_demo_reports: bool = False
     report_modules: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_body_bytes: int = Field(65536, gt=0)
@@ -56,7 +64,7 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool = True
 
-    @field_validator("retry_delays_s", mode="before")
+    @field_validator("retry_delays_s", "callback_retry_delays_s", mode="before")
     @classmethod
     def _parse_delays(cls, value: object) -> object:
         if isinstance(value, str):
@@ -67,14 +75,23 @@ class Settings(BaseSettings):
             return [float(p) for p in parsed]
         return value
 
-    @field_validator("report_modules", mode="before")
+    @field_validator("callback_tenant_secrets", mode="before")
+    @classmethod
+    def _parse_secret_map(cls, value: object) -> object:
+        if isinstance(value, str):
+            import json
+
+            return json.loads(value) if value.strip() else {}
+        return value
+
+    @field_validator("report_modules", "callback_allowed_hosts", mode="before")
     @classmethod
     def _parse_modules(cls, value: object) -> object:
         if isinstance(value, str):
             return [m.strip() for m in value.split(",") if m.strip()]
         return value
 
-    @field_validator("retry_delays_s")
+    @field_validator("retry_delays_s", "callback_retry_delays_s")
     @classmethod
     def _delays_non_negative(cls, value: list[float]) -> list[float]:
         if any(d < 0 for d in value):
@@ -89,6 +106,9 @@ class Settings(BaseSettings):
             PLACEHOLDER_SECRETS
         ):
             raise ValueError("DINGTALK_SECRET looks like a placeholder; refusing to start in production")
+        secrets = [self.callback_secret, *self.callback_tenant_secrets.values()]
+        if any(s is not None and s.get_secret_value().lower() in PLACEHOLDER_SECRETS for s in secrets):
+            raise ValueError("a CALLBACK secret looks like a placeholder; refusing to start in production")
         url = self.database_url.get_secret_value()
         if url.startswith("sqlite"):
             raise ValueError("DATABASE_URL must point at MySQL in production")

@@ -11,11 +11,12 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from app import dead_letters, queue, service
+from app import callbacks, dead_letters, queue, service
 from app.config import get_settings
 from app.db import session_scope
 from app.models import utcnow
 from app.repository import Repository
+from app.states import JobStatus
 from app.storage import delete_job_outputs
 
 log = logging.getLogger(__name__)
@@ -32,14 +33,18 @@ def grace_s() -> float:
 async def reconcile() -> int:
     """Enqueue jobs MySQL says are due but Redis does not hold (after a flush, a restart, a lost enqueue)."""
     now = utcnow()
+    # Jobs due before the next tick are enqueued now with their deferral, so a flush does not make them late.
+    horizon = now + timedelta(seconds=2 * get_settings().scan_interval_s + 1)
     async with session_scope() as session:
         jobs = await Repository(session).jobs_due_for_enqueue(
-            now, now - timedelta(seconds=grace_s()), RECONCILE_BATCH
+            horizon, now - timedelta(seconds=grace_s()), RECONCILE_BATCH
         )
     enqueued = 0
     for job in jobs:
+        due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
+        defer_until = due_at if job.status != JobStatus.PENDING and due_at and due_at > now else None
         if not await queue.is_queued(job.id, job.replay_count) and await queue.enqueue_run(
-            job.id, job.replay_count
+            job.id, job.replay_count, defer_until=defer_until
         ):
             enqueued += 1
     return enqueued
@@ -74,6 +79,7 @@ async def run_tick(use_lease: bool = True) -> dict[str, Any]:
     try:
         report["reenqueued"] = await reconcile()
         report["alerts_republished"] = await dead_letters.republish_pending(grace_s())
+        report["callbacks_republished"] = await callbacks.republish_due()
     except Exception as exc:
         report["redis"] = f"unavailable: {type(exc).__name__}"
     report.update(await dead_letters.archive_and_purge())

@@ -13,7 +13,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel
 
-from app.states import AlertStatus, AttemptOutcome, JobStatus
+from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -80,6 +80,10 @@ class ReportJob(SQLModel, table=True):
     run_at: datetime | None = _ts()
     ordering_key: str | None = Field(default=None, max_length=200)
     callback_url: str | None = Field(default=None, max_length=2000)
+    # Mirror of the latest completion-callback delivery (the outbox row is the truth).
+    callback_status: CallbackStatus | None = Field(default=None, sa_type=_enum(CallbackStatus))
+    callback_attempts: int = Field(default=0, nullable=False)
+    callback_last_error: str | None = Field(default=None, max_length=500)
     progress: float | None = Field(default=None)
     last_error: dict[str, Any] | None = Field(default=None, sa_type=sa.JSON)
     output_path: str | None = Field(default=None, max_length=500)
@@ -157,3 +161,25 @@ class ApiKey(SQLModel, table=True):
     name: str | None = Field(default=None, max_length=100)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     revoked_at: datetime | None = _ts()
+
+
+class CallbackDelivery(SQLModel, table=True):
+    """Completion-callback outbox: written with the job's terminal transition, delivered until 2xx."""
+
+    __tablename__ = "callback_deliveries"
+    __table_args__ = (sa.Index("ix_callback_deliveries_due", "status", "next_attempt_at"),)
+
+    id: str = Field(primary_key=True, max_length=26)
+    job_id: str = Field(max_length=26, foreign_key="report_jobs.id", ondelete="CASCADE", index=True)
+    tenant: str = Field(max_length=64)
+    url: str = Field(max_length=2000)
+    event: str = Field(max_length=32)
+    payload: dict[str, Any] = Field(default_factory=dict, sa_type=sa.JSON, nullable=False)
+    status: CallbackStatus = Field(
+        default=CallbackStatus.PENDING, sa_type=_enum(CallbackStatus), nullable=False
+    )
+    attempts: int = Field(default=0, nullable=False)
+    next_attempt_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    last_error: str | None = Field(default=None, max_length=500)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    delivered_at: datetime | None = _ts()

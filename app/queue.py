@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 RUN_REPORT = "run_report"
 HANDLE_DEAD_LETTER = "handle_dead_letter"
+DELIVER_CALLBACK = "deliver_callback"
 
 _pool: ArqRedis | None = None
 
@@ -98,6 +99,26 @@ async def enqueue_dead_letter(letter_id: str) -> bool:
         log.warning(
             "dead-letter publish failed; the scheduler will re-publish",
             extra={"dead_letter_id": letter_id, "error": repr(exc)},
+        )
+        return False
+
+
+async def enqueue_callback(delivery_id: str, defer_until: datetime | None = None) -> bool:
+    """Completion callbacks ride the failed channel's consumer (the notifications process)."""
+    try:
+        pool = await get_pool()
+        await pool.enqueue_job(
+            DELIVER_CALLBACK,
+            delivery_id,
+            _job_id=f"cb:{delivery_id}",
+            _queue_name=get_settings().dead_letter_queue_name,
+            _defer_until=defer_until,
+        )
+        return True
+    except Exception as exc:
+        log.warning(
+            "callback publish failed; the scheduler will re-publish",
+            extra={"delivery_id": delivery_id, "error": repr(exc)},
         )
         return False
 

@@ -15,18 +15,20 @@ from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import ColumnElement
 
-from app.models import ApiKey, DeadLetter, JobAttempt, ReportJob
-from app.states import AlertStatus, AttemptOutcome, JobStatus
+from app.models import ApiKey, CallbackDelivery, DeadLetter, JobAttempt, ReportJob
+from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus
 
 # Core tables for UPDATE/DELETE: no ORM session synchronisation, the row counts are what matter.
 JOBS = ReportJob.__table__  # type: ignore[attr-defined]
 ATTEMPTS = JobAttempt.__table__  # type: ignore[attr-defined]
 LETTERS = DeadLetter.__table__  # type: ignore[attr-defined]
 KEYS = ApiKey.__table__  # type: ignore[attr-defined]
+DELIVERIES = CallbackDelivery.__table__  # type: ignore[attr-defined]
 J = JOBS.c
 A = ATTEMPTS.c
 D = LETTERS.c
 K = KEYS.c
+C = DELIVERIES.c
 
 
 @dataclass(frozen=True)
@@ -378,6 +380,68 @@ class Repository:
         )
         return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
 
+    # ---- completion callbacks ---------------------------------------------------------------------
+
+    async def add_delivery(self, delivery: CallbackDelivery) -> None:
+        self.session.add(delivery)
+        await self.session.flush()
+        await self.session.execute(
+            update(JOBS)
+            .where(J.id == delivery.job_id)
+            .values(
+                callback_status=CallbackStatus.PENDING.value, callback_attempts=0, callback_last_error=None
+            )
+        )
+
+    async def get_delivery(self, delivery_id: str) -> CallbackDelivery | None:
+        stmt = select(CallbackDelivery).where(C.id == delivery_id).execution_options(populate_existing=True)
+        return (await self.session.execute(stmt)).scalars().first()
+
+    async def record_delivery(
+        self,
+        row: CallbackDelivery,
+        status: CallbackStatus,
+        attempts: int,
+        error: str | None,
+        next_at: datetime | None,
+        delivered_at: datetime | None,
+    ) -> int:
+        """CAS on the attempt count, so two deliverers of one row cannot both count an attempt."""
+        values: dict[str, Any] = {
+            "status": status.value,
+            "attempts": attempts,
+            "last_error": error,
+            "delivered_at": delivered_at,
+        }
+        if next_at is not None:
+            values["next_attempt_at"] = next_at
+        stmt = (
+            update(DELIVERIES)
+            .where(C.id == row.id, C.attempts == row.attempts, C.status == CallbackStatus.PENDING.value)
+            .values(**values)
+        )
+        changed = int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        if changed:
+            await self.session.execute(
+                update(JOBS)
+                .where(J.id == row.job_id)
+                .values(
+                    callback_status=status.value,
+                    callback_attempts=attempts,
+                    callback_last_error=error[:500] if error else None,
+                )
+            )
+        return changed
+
+    async def due_delivery_ids(self, now: datetime, limit: int) -> list[str]:
+        stmt = (
+            select(C.id)
+            .where(C.status == CallbackStatus.PENDING.value, C.next_attempt_at <= now)
+            .order_by(C.next_attempt_at)
+            .limit(limit)
+        )
+        return list((await self.session.execute(stmt)).scalars().all())
+
     # ---- api keys -----------------------------------------------------------------------------
 
     async def add_api_key(self, key: ApiKey) -> None:
@@ -416,18 +480,16 @@ class Repository:
     async def expired_job_ids(
         self, finished_before: datetime, idempotent_before: datetime, limit: int
     ) -> list[str]:
-        """Finished jobs past retention; a dead job stays while any of its dead letters exists, and a job
-        holding an Idempotency-Key stays at least until the key's TTL is over."""
+        """Finished jobs past retention. A job stays while any dead letter names it (the archive keeps its
+        history), and a job holding an Idempotency-Key stays at least until the key's TTL is over."""
         has_letter = select(D.id).where(D.job_id == J.id).exists()
         stmt = (
             select(J.id)
             .where(
                 J.finished_at < finished_before,
                 or_(J.idempotency_key.is_(None), J.created_at < idempotent_before),
-                or_(
-                    J.status.in_([JobStatus.DONE.value, JobStatus.CANCELLED.value]),
-                    and_(J.status == JobStatus.DEAD.value, ~has_letter),
-                ),
+                J.status.in_([JobStatus.DONE.value, JobStatus.CANCELLED.value, JobStatus.DEAD.value]),
+                ~has_letter,
             )
             .limit(limit)
         )
@@ -436,5 +498,6 @@ class Repository:
     async def delete_jobs(self, job_ids: Sequence[str]) -> int:
         ids = list(job_ids)
         await self.session.execute(delete(ATTEMPTS).where(A.job_id.in_(ids)))
+        await self.session.execute(delete(DELIVERIES).where(C.job_id.in_(ids)))
         stmt = delete(JOBS).where(J.id.in_(ids))
         return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 from ulid import ULID
 
-from app import queue
+from app import callbacks, queue
 from app.config import get_settings
 from app.db import session_scope
 from app.errors import (
@@ -172,6 +172,37 @@ def validate_submit(req: SubmitRequest, now: datetime) -> tuple[ReportType, dict
     return rtype, params
 
 
+async def _check_callback(tenant: str, url: str) -> None:
+    settings = get_settings()
+    problem = None
+    try:
+        await callbacks.check_url(url, settings)
+    except callbacks.CallbackRefused as exc:
+        problem = str(exc)
+    if problem is None and callbacks.secret_for(tenant, settings) is None:
+        problem = "callbacks need CALLBACK_SECRET (or a tenant secret) to be configured"
+    if problem:
+        raise ValidationFailed(
+            "The callback_url is not acceptable.",
+            [{"loc": ["body", "callback_url"], "msg": problem, "type": "callback_url"}],
+        )
+
+
+async def _stage_callback(repo: Repository, job_id: str) -> str | None:
+    """Write the completion-callback outbox row in the terminal transition's own transaction."""
+    job = await repo.get_job(job_id)
+    delivery = callbacks.new_delivery(job, new_id()) if job is not None else None
+    if delivery is None:
+        return None
+    await repo.add_delivery(delivery)
+    return delivery.id
+
+
+async def _publish_callback(delivery_id: str | None) -> None:
+    if delivery_id is not None:
+        await queue.enqueue_callback(delivery_id)
+
+
 def _check_same_request(existing: ReportJob, fingerprint: str) -> SubmitResult:
     if existing.request_hash != fingerprint:
         raise IdempotencyConflict("This Idempotency-Key was already used with a different request body.")
@@ -182,6 +213,8 @@ async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = 
     settings = get_settings()
     now = utcnow()
     rtype, params = validate_submit(req, now)
+    if req.callback_url:
+        await _check_callback(tenant, req.callback_url)
     fingerprint = req.fingerprint()
     if idempotency_key:
         async with session_scope() as session:
@@ -349,6 +382,8 @@ async def complete_attempt(key: AttemptKey, output: OutputInfo | None) -> bool:
             log.warning("late success discarded", extra={"job_id": key.job_id, "attempt": key.attempt})
             return False
         await repo.finish_attempt_row(key, AttemptOutcome.SUCCEEDED, now, None)
+        delivery_id = await _stage_callback(repo, key.job_id)
+    await _publish_callback(delivery_id)
     return True
 
 
@@ -391,7 +426,7 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
             log.warning("late failure discarded", extra={"job_id": key.job_id, "attempt": key.attempt})
             return FailResult(applied=False)
         await repo.finish_attempt_row(key, outcome, now, error)
-        letter_id = None
+        letter_id = delivery_id = None
         if target == JobStatus.DEAD:
             letter_id = new_id()
             await repo.add_dead_letter(
@@ -407,8 +442,10 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
                     expire_at=now + timedelta(seconds=settings.dead_letter_ttl_s),
                 )
             )
+            delivery_id = await _stage_callback(repo, key.job_id)
     if letter_id is not None:
         await queue.enqueue_dead_letter(letter_id)
+    await _publish_callback(delivery_id)
     return FailResult(applied=True, status=target, delay_s=delay_s, dead_letter_id=letter_id)
 
 
@@ -427,6 +464,8 @@ async def finish_cancelled(key: AttemptKey) -> bool:
         if await repo.cas_running(key, values) != 1:
             return False
         await repo.finish_attempt_row(key, AttemptOutcome.CANCELLED, now, error)
+        delivery_id = await _stage_callback(repo, key.job_id)
+    await _publish_callback(delivery_id)
     return True
 
 
@@ -467,7 +506,9 @@ async def cancel(job_id: str, tenant: str | None) -> ReportJob:
             changed = await repo.cas_cancel_waiting(job, now)
         if changed != 1:
             raise Conflict(f"Job {job_id} changed while cancelling; try again.")
+        delivery_id = await _stage_callback(repo, job_id) if job.status != JobStatus.RUNNING else None
         fresh = await repo.get_job(job_id)
+    await _publish_callback(delivery_id)
     assert fresh is not None
     return fresh
 

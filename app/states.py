@@ -34,6 +34,12 @@ class AlertStatus(StrEnum):
     FAILED = "failed"
 
 
+class CallbackStatus(StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
 TERMINAL: frozenset[JobStatus] = frozenset({JobStatus.DONE, JobStatus.DEAD, JobStatus.CANCELLED})
 # Statuses from which a worker may start the next attempt.
 STARTABLE: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.RETRYING, JobStatus.SCHEDULED})

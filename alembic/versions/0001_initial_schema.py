@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-23 03:53:18.947845
+Create Date: 2026-11-23 04:11:11.857578
 """
 from collections.abc import Sequence
 
@@ -48,6 +48,9 @@ def upgrade() -> None:
     sa.Column('run_at', app.models.UTCDateTime(), nullable=True),
     sa.Column('ordering_key', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
     sa.Column('callback_url', sqlmodel.sql.sqltypes.AutoString(length=2000), nullable=True),
+    sa.Column('callback_status', sa.Enum('pending', 'delivered', 'failed', name='callbackstatus', native_enum=False, length=16), nullable=True),
+    sa.Column('callback_attempts', sa.Integer(), nullable=False),
+    sa.Column('callback_last_error', sqlmodel.sql.sqltypes.AutoString(length=500), nullable=True),
     sa.Column('progress', sa.Float(), nullable=True),
     sa.Column('last_error', sa.JSON(), nullable=True),
     sa.Column('output_path', sqlmodel.sql.sqltypes.AutoString(length=500), nullable=True),
@@ -73,6 +76,26 @@ def upgrade() -> None:
         batch_op.create_index('ix_report_jobs_status_heartbeat', ['status', 'heartbeat_at'], unique=False)
         batch_op.create_index('ix_report_jobs_status_next', ['status', 'next_attempt_at'], unique=False)
         batch_op.create_index('ix_report_jobs_tenant_id', ['tenant', 'id'], unique=False)
+
+    op.create_table('callback_deliveries',
+    sa.Column('id', sqlmodel.sql.sqltypes.AutoString(length=26), nullable=False),
+    sa.Column('job_id', sqlmodel.sql.sqltypes.AutoString(length=26), nullable=False),
+    sa.Column('tenant', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
+    sa.Column('url', sqlmodel.sql.sqltypes.AutoString(length=2000), nullable=False),
+    sa.Column('event', sqlmodel.sql.sqltypes.AutoString(length=32), nullable=False),
+    sa.Column('payload', sa.JSON(), nullable=False),
+    sa.Column('status', sa.Enum('pending', 'delivered', 'failed', name='callbackstatus', native_enum=False, length=16), nullable=False),
+    sa.Column('attempts', sa.Integer(), nullable=False),
+    sa.Column('next_attempt_at', app.models.UTCDateTime(), nullable=False),
+    sa.Column('last_error', sqlmodel.sql.sqltypes.AutoString(length=500), nullable=True),
+    sa.Column('created_at', app.models.UTCDateTime(), nullable=False),
+    sa.Column('delivered_at', app.models.UTCDateTime(), nullable=True),
+    sa.ForeignKeyConstraint(['job_id'], ['report_jobs.id'], ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id')
+    )
+    with op.batch_alter_table('callback_deliveries', schema=None) as batch_op:
+        batch_op.create_index('ix_callback_deliveries_due', ['status', 'next_attempt_at'], unique=False)
+        batch_op.create_index(batch_op.f('ix_callback_deliveries_job_id'), ['job_id'], unique=False)
 
     op.create_table('dead_letters',
     sa.Column('id', sqlmodel.sql.sqltypes.AutoString(length=26), nullable=False),
@@ -125,5 +148,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # Dropping a table drops its indexes; dropping an FK-backing index first fails on MySQL.
-    for table in ("job_attempts", "dead_letters", "report_jobs", "api_keys"):
+    for table in ("callback_deliveries", "job_attempts", "dead_letters", "report_jobs", "api_keys"):
         op.drop_table(table)

@@ -19,9 +19,9 @@ from pydantic import (
     model_validator,
 )
 
-from app.models import DeadLetter, JobAttempt, ReportJob
+from app.models import DeadLetter, JobAttempt
 from app.reports.registry import ReportType
-from app.states import AlertStatus, AttemptOutcome, JobStatus
+from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus
 
 
 def _stamp(value: datetime) -> str:
@@ -72,7 +72,15 @@ class OutputPublic(BaseModel):
     size: int
 
 
+class CallbackState(BaseModel):
+    status: CallbackStatus | None
+    attempts: int
+    last_error: str | None
+
+
 class JobPublic(BaseModel):
+    """The documented shape; answers are built by `app.representation.job_document`."""
+
     id: str
     report_type: str
     params: dict[str, Any]
@@ -86,40 +94,12 @@ class JobPublic(BaseModel):
     last_error: ErrorInfo | None
     output: OutputPublic | None
     replay_count: int
+    callback_url: str | None
+    callback: CallbackState | None
     created_at: Stamp
     started_at: Stamp | None
     finished_at: Stamp | None
     updated_at: Stamp
-
-    @classmethod
-    def of(cls, job: ReportJob) -> JobPublic:
-        output = None
-        if job.status == JobStatus.DONE and job.output_filename:
-            output = OutputPublic(
-                url=f"/v1/jobs/{job.id}/output",
-                filename=job.output_filename,
-                content_type=job.output_content_type or "application/octet-stream",
-                size=job.output_size or 0,
-            )
-        return cls(
-            id=job.id,
-            report_type=job.report_type,
-            params=job.params,
-            status=job.status,
-            attempt=job.attempt,
-            max_attempts=job.max_attempts,
-            next_attempt_at=job.next_attempt_at,
-            run_at=job.run_at,
-            ordering_key=job.ordering_key,
-            progress=job.progress,
-            last_error=ErrorInfo.model_validate(job.last_error) if job.last_error else None,
-            output=output,
-            replay_count=job.replay_count,
-            created_at=job.created_at,
-            started_at=job.started_at,
-            finished_at=job.finished_at,
-            updated_at=job.updated_at,
-        )
 
 
 class JobPage(BaseModel):

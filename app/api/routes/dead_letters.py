@@ -23,6 +23,7 @@ from app.api.schemas import (
     JobPublic,
 )
 from app.repository import LetterFilter
+from app.representation import job_document
 
 router = APIRouter(tags=["dead letters"])
 
@@ -79,6 +80,4 @@ async def bulk_replay(body: BulkReplay, _principal: PrincipalDep) -> BulkReplayR
 async def replay(job_id: JobId, principal: PrincipalDep) -> JSONResponse:
     check_id(job_id)
     job = await dead_letters.replay_job(job_id, tenant_scope(principal))
-    return JSONResponse(
-        JobPublic.of(job).model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"}
-    )
+    return JSONResponse(job_document(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})

@@ -20,6 +20,7 @@ from app.api.errors import problem_responses
 from app.api.schemas import AttemptPublic, IsoDateTime, JobCreate, JobPage, JobPublic
 from app.errors import NotFound, ValidationFailed
 from app.repository import JobFilter
+from app.representation import job_document
 from app.states import JobStatus, is_terminal
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -88,7 +89,7 @@ async def submit_job(
     )
     result = await service.submit(principal.tenant, req, idempotency_key)
     return JSONResponse(
-        JobPublic.of(result.job).model_dump(mode="json"),
+        job_document(result.job),
         status_code=202 if result.created else 200,
         headers={"Location": f"/v1/jobs/{result.job.id}"},
     )
@@ -105,7 +106,7 @@ async def list_jobs(
     cursor: Annotated[
         str | None, Query(max_length=100, description="`next_cursor` of the previous page")
     ] = None,
-) -> JobPage:
+) -> JSONResponse:
     before_id = decode_cursor(cursor) if cursor else None
     flt = JobFilter(
         tenant=tenant_scope(principal),
@@ -116,7 +117,7 @@ async def list_jobs(
     )
     jobs = await service.list_jobs(flt, before_id, limit + 1)
     next_cursor = encode_cursor(jobs[limit - 1].id) if len(jobs) > limit else None
-    return JobPage(items=[JobPublic.of(j) for j in jobs[:limit]], next_cursor=next_cursor)
+    return JSONResponse({"items": [job_document(j) for j in jobs[:limit]], "next_cursor": next_cursor})
 
 
 @router.get(
@@ -129,7 +130,7 @@ async def get_job(
     job_id: JobId,
     principal: PrincipalDep,
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT_S, description="Long-poll up to this many seconds")] = 0,
-) -> JobPublic:
+) -> JSONResponse:
     check_id(job_id)
     tenant = tenant_scope(principal)
     job = await service.get_job(job_id, tenant)
@@ -141,7 +142,7 @@ async def get_job(
             await asyncio.sleep(min(pause_s, left))
             pause_s = min(pause_s * 1.5, 0.5)
             job = await service.get_job(job_id, tenant)
-    return JobPublic.of(job)
+    return JSONResponse(job_document(job))
 
 
 @router.get(
@@ -189,6 +190,4 @@ async def cancel_job(job_id: JobId, principal: PrincipalDep) -> JSONResponse:
     """Waiting jobs are cancelled at once; a running job is asked to stop and ends `cancelled` shortly."""
     check_id(job_id)
     job = await service.cancel(job_id, tenant_scope(principal))
-    return JSONResponse(
-        JobPublic.of(job).model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"}
-    )
+    return JSONResponse(job_document(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
