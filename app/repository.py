@@ -74,7 +74,8 @@ class Repository:
     async def get_job(
         self, job_id: str, tenant: str | None = None, for_update: bool = False
     ) -> ReportJob | None:
-        stmt = select(ReportJob).where(J.id == job_id)
+        # populate_existing: a caller that just ran a guarded UPDATE must see the row as it is now.
+        stmt = select(ReportJob).where(J.id == job_id).execution_options(populate_existing=True)
         if tenant is not None:
             stmt = stmt.where(J.tenant == tenant)
         if for_update:

@@ -37,6 +37,10 @@ BASE_ENV = {
     "ALERT_COALESCE_S": "0.2",
     "ALERT_TIMEOUT_S": "0.5",
     "ALERT_RETRY_MAX_S": "0.5",
+    "CALLBACK_SECRET": "cb-test-secret-0123456789",
+    "CALLBACK_ALLOWED_HOSTS": "127.0.0.1",
+    "CALLBACK_RETRY_DELAYS_S": "[0.1, 0.2, 0.3]",
+    "CALLBACK_TIMEOUT_S": "0.5",
 }
 
 
@@ -191,5 +195,14 @@ async def dingtalk(env: Any) -> AsyncIterator[Any]:
 
     fake = FakeDingTalk().start()
     await env.set(DINGTALK_WEBHOOK_URL=fake.url, DINGTALK_SECRET=fake.secret)
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+async def receiver(env: Any) -> AsyncIterator[Any]:
+    from tests.fakes.receiver import Receiver
+
+    fake = Receiver().start()
     yield fake
     fake.stop()
