@@ -13,7 +13,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel
 
-from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus
+from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -66,6 +66,7 @@ class ReportJob(SQLModel, table=True):
         sa.Index("ix_report_jobs_status_next", "status", "next_attempt_at"),
         sa.Index("ix_report_jobs_status_heartbeat", "status", "heartbeat_at"),
         sa.Index("ix_report_jobs_status_finished", "status", "finished_at"),
+        sa.Index("ix_report_jobs_ordering", "tenant", "ordering_key", "created_at"),
     )
 
     id: str = Field(primary_key=True, max_length=26)
@@ -79,6 +80,9 @@ class ReportJob(SQLModel, table=True):
     next_attempt_at: datetime | None = _ts()
     run_at: datetime | None = _ts()
     ordering_key: str | None = Field(default=None, max_length=200)
+    # What a dead predecessor (same ordering_key, submitted earlier) means for this job: "wait" or "continue".
+    on_predecessor_dead: str = Field(default="wait", max_length=16)
+    blocked_by: str | None = Field(default=None, max_length=26)
     callback_url: str | None = Field(default=None, max_length=2000)
     # Mirror of the latest completion-callback delivery (the outbox row is the truth).
     callback_status: CallbackStatus | None = Field(default=None, sa_type=_enum(CallbackStatus))
@@ -117,6 +121,26 @@ class JobAttempt(SQLModel, table=True):
     outcome: AttemptOutcome = Field(sa_type=_enum(AttemptOutcome), nullable=False)
     error: dict[str, Any] | None = Field(default=None, sa_type=sa.JSON)
     worker: str | None = Field(default=None, max_length=200)
+
+
+class JobStep(SQLModel, table=True):
+    """One step of a multi-step report: its outcome survives retries and replays."""
+
+    __tablename__ = "job_steps"
+    __table_args__ = (sa.UniqueConstraint("job_id", "name", name="uq_job_steps_job_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(max_length=26, foreign_key="report_jobs.id", ondelete="CASCADE")
+    position: int = Field(nullable=False)
+    name: str = Field(max_length=100)
+    mode: str = Field(max_length=16)  # auto | manual
+    status: StepStatus = Field(default=StepStatus.PENDING, sa_type=_enum(StepStatus), nullable=False)
+    attempts: int = Field(default=0, nullable=False)
+    # A manual step runs automatically once; an operator's replay allows one more run.
+    rerun_allowed: bool = Field(default=False, nullable=False)
+    last_error: dict[str, Any] | None = Field(default=None, sa_type=sa.JSON)
+    started_at: datetime | None = _ts()
+    finished_at: datetime | None = _ts()
 
 
 class DeadLetter(SQLModel, table=True):
@@ -183,3 +207,29 @@ class CallbackDelivery(SQLModel, table=True):
     last_error: str | None = Field(default=None, max_length=500)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     delivered_at: datetime | None = _ts()
+
+
+class AlertDelivery(SQLModel, table=True):
+    """One dead letter's alert through one sink (dingtalk, feishu, webhook, log).
+
+    Each sink has its own retries, backoff and per-window budget; the letter's `alert_status` becomes `sent`
+    once every configured sink accepted a message naming it. A digest shares its `message_id` among letters.
+    """
+
+    __tablename__ = "alert_deliveries"
+    __table_args__ = (
+        sa.UniqueConstraint("letter_id", "sink", name="uq_alert_deliveries_letter_sink"),
+        sa.Index("ix_alert_deliveries_sink_due", "sink", "status", "next_attempt_at"),
+        sa.Index("ix_alert_deliveries_sink_sent_at", "sink", "sent_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    letter_id: str = Field(max_length=26, foreign_key="dead_letters.id", ondelete="CASCADE")
+    sink: str = Field(max_length=32)
+    status: AlertStatus = Field(default=AlertStatus.PENDING, sa_type=_enum(AlertStatus), nullable=False)
+    message_id: str | None = Field(default=None, max_length=26)
+    sent_at: datetime | None = _ts()
+    attempts: int = Field(default=0, nullable=False)
+    next_attempt_at: datetime | None = _ts()
+    last_error: str | None = Field(default=None, max_length=500)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

@@ -15,8 +15,8 @@ from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import ColumnElement
 
-from app.models import ApiKey, CallbackDelivery, DeadLetter, JobAttempt, ReportJob
-from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus
+from app.models import ApiKey, CallbackDelivery, DeadLetter, JobAttempt, JobStep, ReportJob
+from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
 
 # Core tables for UPDATE/DELETE: no ORM session synchronisation, the row counts are what matter.
 JOBS = ReportJob.__table__  # type: ignore[attr-defined]
@@ -24,11 +24,13 @@ ATTEMPTS = JobAttempt.__table__  # type: ignore[attr-defined]
 LETTERS = DeadLetter.__table__  # type: ignore[attr-defined]
 KEYS = ApiKey.__table__  # type: ignore[attr-defined]
 DELIVERIES = CallbackDelivery.__table__  # type: ignore[attr-defined]
+STEPS = JobStep.__table__  # type: ignore[attr-defined]
 J = JOBS.c
 A = ATTEMPTS.c
 D = LETTERS.c
 K = KEYS.c
 C = DELIVERIES.c
+S = STEPS.c
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,91 @@ class Repository:
         )
         return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
 
+    # ---- ordering keys ----------------------------------------------------------------------------
+
+    async def ordering_blocker(self, job: ReportJob) -> str | None:
+        """The earliest job submitted before `job` under the same (tenant, ordering_key) that must finish
+        first: any unfinished one, or a dead one unless `job` continues past dead predecessors."""
+        blocking = [
+            JobStatus.PENDING.value,
+            JobStatus.SCHEDULED.value,
+            JobStatus.RUNNING.value,
+            JobStatus.RETRYING.value,
+        ]
+        if job.on_predecessor_dead != "continue":
+            blocking.append(JobStatus.DEAD.value)
+        stmt = (
+            select(J.id)
+            .where(
+                J.tenant == job.tenant,
+                J.ordering_key == job.ordering_key,
+                or_(J.created_at < job.created_at, and_(J.created_at == job.created_at, J.id < job.id)),
+                J.status.in_(blocking),
+            )
+            .order_by(J.created_at, J.id)
+            .limit(1)
+        )
+        return (await self.session.execute(stmt)).scalars().first()
+
+    async def set_blocked_by(self, job_id: str, blocker: str | None) -> None:
+        await self.session.execute(update(JOBS).where(J.id == job_id).values(blocked_by=blocker))
+
+    async def next_in_order(self, tenant: str, ordering_key: str) -> ReportJob | None:
+        """The earliest pending job of an ordering key: the one to wake when its predecessor finishes."""
+        stmt = (
+            select(ReportJob)
+            .where(J.tenant == tenant, J.ordering_key == ordering_key, J.status == JobStatus.PENDING.value)
+            .order_by(J.created_at, J.id)
+            .limit(1)
+        )
+        return (await self.session.execute(stmt)).scalars().first()
+
+    async def count_waiting_successors(self, job: ReportJob) -> int:
+        stmt = (
+            select(func.count())
+            .select_from(JOBS)
+            .where(
+                J.tenant == job.tenant,
+                J.ordering_key == job.ordering_key,
+                J.created_at > job.created_at,
+                J.on_predecessor_dead == "wait",
+                J.status.in_([JobStatus.PENDING.value, JobStatus.SCHEDULED.value, JobStatus.RETRYING.value]),
+            )
+        )
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    # ---- steps ------------------------------------------------------------------------------------
+
+    async def list_steps(self, job_id: str) -> list[JobStep]:
+        stmt = (
+            select(JobStep)
+            .where(S.job_id == job_id)
+            .order_by(S.position)
+            .execution_options(populate_existing=True)
+        )
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    async def add_steps(self, steps: Sequence[JobStep]) -> None:
+        self.session.add_all(list(steps))
+        await self.session.flush()
+
+    async def update_step(self, job_id: str, name: str, values: dict[str, Any]) -> int:
+        stmt = update(STEPS).where(S.job_id == job_id, S.name == name).values(**values)
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def reset_steps_for_replay(self, job_id: str, names: Sequence[str] | None) -> int:
+        """Named steps (or every failed one) go back to pending and may run once more, manual ones too."""
+        conds = [S.job_id == job_id, S.status != StepStatus.SUCCEEDED.value]
+        if names is None:
+            conds.append(S.status.in_([StepStatus.FAILED.value, StepStatus.RUNNING.value]))
+        else:
+            conds.append(S.name.in_(list(names)))
+        stmt = update(STEPS).where(*conds).values(status=StepStatus.PENDING.value, rerun_allowed=True)
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def record_output(self, key: AttemptKey, values: dict[str, Any]) -> int:
+        return await self.cas_running(key, values)
+
     # ---- attempts -----------------------------------------------------------------------------
 
     async def add_attempt(self, attempt: JobAttempt) -> None:
@@ -372,10 +459,8 @@ class Repository:
                 heartbeat_at=None,
                 cancel_requested=False,
                 progress=None,
-                output_path=None,
-                output_filename=None,
-                output_content_type=None,
-                output_size=None,
+                blocked_by=None,
+                # Output columns stay: a multi-step job keeps the file an earlier attempt's step produced.
                 updated_at=now,
             )
         )
@@ -500,5 +585,6 @@ class Repository:
         ids = list(job_ids)
         await self.session.execute(delete(ATTEMPTS).where(A.job_id.in_(ids)))
         await self.session.execute(delete(DELIVERIES).where(C.job_id.in_(ids)))
+        await self.session.execute(delete(STEPS).where(S.job_id.in_(ids)))
         stmt = delete(JOBS).where(J.id.in_(ids))
         return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]

@@ -42,6 +42,8 @@ def job_document(job: ReportJob) -> dict[str, Any]:
         "next_attempt_at": stamp(job.next_attempt_at),
         "run_at": stamp(job.run_at),
         "ordering_key": job.ordering_key,
+        "on_predecessor_dead": job.on_predecessor_dead,
+        "blocked_by": job.blocked_by if job.status == JobStatus.PENDING else None,
         "progress": job.progress,
         "last_error": job.last_error,
         "output": output,

@@ -20,6 +20,7 @@ from app.reports.base import PermanentError, ReportContext
 from app.reports.registry import registry
 from app.repository import AttemptKey
 from app.states import AttemptOutcome
+from app.steps import run_steps
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ async def run_job(job_id: str, worker: str) -> RunResult:
     decision = await service.start_attempt(job_id, worker)
     if isinstance(decision, service.NotDue):
         return RunResult(defer_s=decision.delay_s, detail="not due yet")
-    if isinstance(decision, service.Skip):
+    if isinstance(decision, service.Skip | service.Blocked):
         return RunResult(detail=decision.reason)
     job, key = decision.job, decision.key
     settings = get_settings()
@@ -111,7 +112,8 @@ async def run_job(job_id: str, worker: str) -> RunResult:
         except ValidationError as exc:
             outcome, error = classify(exc)
     if outcome is None and rtype is not None:
-        outcome, error = await _run_report(rtype.fn(ctx, params), job.timeout_s, key, ctx)
+        work = run_steps(ctx, params, rtype, key) if rtype.steps else rtype.fn(ctx, params)  # type: ignore[misc]
+        outcome, error = await _run_report(work, job.timeout_s, key, ctx)
     if outcome is None:
         await service.note_late_result(key, AttemptOutcome.SUPERSEDED)
         return RunResult(detail="stopped: attempt no longer ours")

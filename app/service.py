@@ -30,11 +30,11 @@ from app.errors import (
     RateLimited,
     ValidationFailed,
 )
-from app.models import ApiKey, DeadLetter, JobAttempt, ReportJob, utcnow
+from app.models import ApiKey, DeadLetter, JobAttempt, JobStep, ReportJob, utcnow
 from app.reports.base import OutputInfo
-from app.reports.registry import ReportType, registry
+from app.reports.registry import ReportType, Step, registry
 from app.repository import AttemptKey, JobFilter, Repository
-from app.states import AttemptOutcome, JobStatus, retry_delay_s, status_after_failure
+from app.states import REPLAYABLE, AttemptOutcome, JobStatus, StepStatus, retry_delay_s, status_after_failure
 from app.storage import resolve_output
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,7 @@ class SubmitRequest:
     max_attempts: int | None = None
     ordering_key: str | None = None
     callback_url: str | None = None
+    on_predecessor_dead: str = "wait"
 
     def fingerprint(self) -> str:
         body = {
@@ -68,6 +69,7 @@ class SubmitRequest:
             "max_attempts": self.max_attempts,
             "ordering_key": self.ordering_key,
             "callback_url": self.callback_url,
+            "on_predecessor_dead": self.on_predecessor_dead,
         }
         return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -188,19 +190,41 @@ async def _check_callback(tenant: str, url: str) -> None:
         )
 
 
-async def _stage_callback(repo: Repository, job_id: str) -> str | None:
-    """Write the completion-callback outbox row in the terminal transition's own transaction."""
+@dataclass
+class TerminalEffects:
+    """What must happen after a terminal transition commits: its callback, and its ordering successor."""
+
+    delivery_id: str | None = None
+    ordering: tuple[str, str] | None = None
+
+    async def publish(self) -> None:
+        if self.delivery_id is not None:
+            await queue.enqueue_callback(self.delivery_id)
+        if self.ordering is not None:
+            await wake_next_in_order(*self.ordering)
+
+
+async def _after_terminal(repo: Repository, job_id: str) -> TerminalEffects:
+    """Stage the effects of a terminal transition inside its own transaction (the callback outbox row)."""
+    effects = TerminalEffects()
     job = await repo.get_job(job_id)
-    delivery = callbacks.new_delivery(job, new_id()) if job is not None else None
-    if delivery is None:
-        return None
-    await repo.add_delivery(delivery)
-    return delivery.id
+    if job is None:
+        return effects
+    if job.ordering_key:
+        effects.ordering = (job.tenant, job.ordering_key)
+    delivery = callbacks.new_delivery(job, new_id())
+    if delivery is not None:
+        await repo.add_delivery(delivery)
+        effects.delivery_id = delivery.id
+    return effects
 
 
-async def _publish_callback(delivery_id: str | None) -> None:
-    if delivery_id is not None:
-        await queue.enqueue_callback(delivery_id)
+async def wake_next_in_order(tenant: str, ordering_key: str) -> None:
+    """Enqueue the earliest pending job of an ordering key (it re-checks its predecessors itself)."""
+    async with session_scope() as session:
+        job = await Repository(session).next_in_order(tenant, ordering_key)
+    if job is not None:
+        await queue.enqueue_run(job.id, job.replay_count)
 
 
 def _check_same_request(existing: ReportJob, fingerprint: str) -> SubmitResult:
@@ -240,6 +264,7 @@ async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = 
         timeout_s=rtype.timeout_s or settings.job_timeout_s,
         run_at=req.run_at,
         ordering_key=req.ordering_key,
+        on_predecessor_dead=req.on_predecessor_dead,
         callback_url=req.callback_url,
         idempotency_key=idempotency_key,
         request_hash=fingerprint if idempotency_key else None,
@@ -311,7 +336,18 @@ class Skip:
     reason: str
 
 
-async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip:
+@dataclass(frozen=True)
+class Blocked:
+    """An earlier job of the same ordering key must finish first; its finish wakes this one."""
+
+    blocker_id: str
+
+    @property
+    def reason(self) -> str:
+        return f"waiting for {self.blocker_id} (same ordering key)"
+
+
+async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip | Blocked:
     """CAS a startable, due job to running; a second delivery of the same job gets Skip."""
     now = utcnow()
     async with session_scope() as session:
@@ -324,6 +360,12 @@ async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip:
         due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
         if job.status != JobStatus.PENDING and due_at is not None and due_at > now:
             return NotDue((due_at - now).total_seconds())
+        if job.ordering_key:
+            blocker = await repo.ordering_blocker(job)
+            if blocker is not None:
+                if job.blocked_by != blocker:
+                    await repo.set_blocked_by(job.id, blocker)
+                return Blocked(blocker)
         if await repo.cas_start_attempt(job, now, worker) != 1:
             return Skip("another delivery started this job")
         key = AttemptKey(job.id, job.attempt + 1, job.replay_count)
@@ -382,8 +424,8 @@ async def complete_attempt(key: AttemptKey, output: OutputInfo | None) -> bool:
             log.warning("late success discarded", extra={"job_id": key.job_id, "attempt": key.attempt})
             return False
         await repo.finish_attempt_row(key, AttemptOutcome.SUCCEEDED, now, None)
-        delivery_id = await _stage_callback(repo, key.job_id)
-    await _publish_callback(delivery_id)
+        effects = await _after_terminal(repo, key.job_id)
+    await effects.publish()
     return True
 
 
@@ -426,7 +468,7 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
             log.warning("late failure discarded", extra={"job_id": key.job_id, "attempt": key.attempt})
             return FailResult(applied=False)
         await repo.finish_attempt_row(key, outcome, now, error)
-        letter_id = delivery_id = None
+        letter_id, effects = None, TerminalEffects()
         if target == JobStatus.DEAD:
             letter_id = new_id()
             await repo.add_dead_letter(
@@ -442,10 +484,10 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
                     expire_at=now + timedelta(seconds=settings.dead_letter_ttl_s),
                 )
             )
-            delivery_id = await _stage_callback(repo, key.job_id)
+            effects = await _after_terminal(repo, key.job_id)
     if letter_id is not None:
         await queue.enqueue_dead_letter(letter_id)
-    await _publish_callback(delivery_id)
+    await effects.publish()
     return FailResult(applied=True, status=target, delay_s=delay_s, dead_letter_id=letter_id)
 
 
@@ -464,8 +506,8 @@ async def finish_cancelled(key: AttemptKey) -> bool:
         if await repo.cas_running(key, values) != 1:
             return False
         await repo.finish_attempt_row(key, AttemptOutcome.CANCELLED, now, error)
-        delivery_id = await _stage_callback(repo, key.job_id)
-    await _publish_callback(delivery_id)
+        effects = await _after_terminal(repo, key.job_id)
+    await effects.publish()
     return True
 
 
@@ -506,9 +548,11 @@ async def cancel(job_id: str, tenant: str | None) -> ReportJob:
             changed = await repo.cas_cancel_waiting(job, now)
         if changed != 1:
             raise Conflict(f"Job {job_id} changed while cancelling; try again.")
-        delivery_id = await _stage_callback(repo, job_id) if job.status != JobStatus.RUNNING else None
+        effects = (
+            await _after_terminal(repo, job_id) if job.status != JobStatus.RUNNING else TerminalEffects()
+        )
         fresh = await repo.get_job(job_id)
-    await _publish_callback(delivery_id)
+    await effects.publish()
     assert fresh is not None
     return fresh
 
@@ -543,6 +587,112 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
 async def note_late_result(key: AttemptKey, outcome: AttemptOutcome) -> None:
     async with session_scope() as session:
         await Repository(session).note_late_result(key, outcome.value, utcnow())
+
+
+# ---- steps ------------------------------------------------------------------------------------------
+
+
+async def load_steps(job_id: str, steps: Sequence[Step]) -> list[JobStep]:
+    """The job's step rows, created on its first attempt."""
+    async with session_scope() as session:
+        repo = Repository(session)
+        rows = await repo.list_steps(job_id)
+        known = {row.name for row in rows}
+        missing = [
+            JobStep(job_id=job_id, position=i, name=step.name, mode=step.mode)
+            for i, step in enumerate(steps)
+            if step.name not in known
+        ]
+        if missing:
+            await repo.add_steps(missing)
+            rows = await repo.list_steps(job_id)
+    return rows
+
+
+async def step_started(job_id: str, name: str) -> int:
+    """Mark a step running (its try count goes up first, so a crash mid-step still counts the try)."""
+    async with session_scope() as session:
+        repo = Repository(session)
+        [row] = [r for r in await repo.list_steps(job_id) if r.name == name]
+        await repo.update_step(
+            job_id,
+            name,
+            {
+                "status": StepStatus.RUNNING.value,
+                "attempts": row.attempts + 1,
+                "rerun_allowed": False,
+                "started_at": utcnow(),
+                "finished_at": None,
+            },
+        )
+    return row.attempts + 1
+
+
+async def step_finished(job_id: str, name: str, status: StepStatus, error: dict[str, Any] | None) -> None:
+    async with session_scope() as session:
+        await Repository(session).update_step(
+            job_id, name, {"status": status.value, "last_error": error, "finished_at": utcnow()}
+        )
+
+
+async def record_output(key: AttemptKey, output: OutputInfo) -> None:
+    """Keep a step's output on the job at once: later attempts may skip the step that made it."""
+    async with session_scope() as session:
+        await Repository(session).record_output(
+            key,
+            {
+                "output_path": output.path,
+                "output_filename": output.filename,
+                "output_content_type": output.content_type,
+                "output_size": output.size,
+            },
+        )
+
+
+async def list_steps(job_id: str, tenant: str | None) -> list[JobStep]:
+    async with session_scope() as session:
+        repo = Repository(session)
+        if await repo.get_job(job_id, tenant) is None:
+            raise NotFound(f"No job {job_id!r}.")
+        return await repo.list_steps(job_id)
+
+
+async def replay(job_id: str, tenant: str | None, steps: Sequence[str] | None = None) -> ReportJob:
+    """dead/cancelled → pending (attempt reset, replay_count + 1): its dead letters are marked replayed, the
+    named steps (default: every failed one) may run again, and the job is re-enqueued."""
+    now = utcnow()
+    async with session_scope() as session:
+        repo = Repository(session)
+        job = await repo.get_job(job_id, tenant)
+        if job is None:
+            raise NotFound(f"No job {job_id!r}.")
+        if job.status not in REPLAYABLE:
+            raise Conflict(
+                f"Job {job_id} is {job.status.value}; only dead or cancelled jobs can be replayed."
+            )
+        if steps is not None:
+            rtype = registry.get(job.report_type)
+            known = [s.name for s in rtype.steps] if rtype else []
+            unknown = [name for name in steps if name not in known]
+            if unknown:
+                raise ValidationFailed(
+                    "Unknown steps.",
+                    [
+                        {
+                            "loc": ["body", "steps"],
+                            "type": "unknown_step",
+                            "msg": f"{unknown} not among {known}",
+                        }
+                    ],
+                )
+        if await repo.cas_replay(job, now) != 1:
+            raise Conflict(f"Job {job_id} changed while replaying; try again.")
+        await repo.mark_letters_replayed(job_id, now)
+        await repo.reset_steps_for_replay(job_id, steps)
+        replayed = await repo.get_job(job_id)
+    assert replayed is not None
+    await queue.enqueue_run(replayed.id, replayed.replay_count)
+    return replayed
 
 
 # ---- api keys ---------------------------------------------------------------------------------------

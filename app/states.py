@@ -34,6 +34,13 @@ class AlertStatus(StrEnum):
     FAILED = "failed"
 
 
+class StepStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
 class CallbackStatus(StrEnum):
     PENDING = "pending"
     DELIVERED = "delivered"

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-23 04:15:19.849611
+Create Date: 2026-11-23 04:17:35.995882
 """
 
 from collections.abc import Sequence
@@ -65,6 +65,8 @@ def upgrade() -> None:
         sa.Column("next_attempt_at", app.models.UTCDateTime(), nullable=True),
         sa.Column("run_at", app.models.UTCDateTime(), nullable=True),
         sa.Column("ordering_key", sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
+        sa.Column("on_predecessor_dead", sqlmodel.sql.sqltypes.AutoString(length=16), nullable=False),
+        sa.Column("blocked_by", sqlmodel.sql.sqltypes.AutoString(length=26), nullable=True),
         sa.Column("callback_url", sqlmodel.sql.sqltypes.AutoString(length=2000), nullable=True),
         sa.Column(
             "callback_status",
@@ -94,6 +96,9 @@ def upgrade() -> None:
         sa.UniqueConstraint("tenant", "idempotency_key", name="uq_report_jobs_tenant_idem"),
     )
     with op.batch_alter_table("report_jobs", schema=None) as batch_op:
+        batch_op.create_index(
+            "ix_report_jobs_ordering", ["tenant", "ordering_key", "created_at"], unique=False
+        )
         batch_op.create_index("ix_report_jobs_status_finished", ["status", "finished_at"], unique=False)
         batch_op.create_index("ix_report_jobs_status_heartbeat", ["status", "heartbeat_at"], unique=False)
         batch_op.create_index("ix_report_jobs_status_next", ["status", "next_attempt_at"], unique=False)
@@ -192,10 +197,35 @@ def upgrade() -> None:
     with op.batch_alter_table("job_attempts", schema=None) as batch_op:
         batch_op.create_index("ix_job_attempts_job", ["job_id", "replay", "attempt"], unique=False)
 
+    op.create_table(
+        "job_steps",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("job_id", sqlmodel.sql.sqltypes.AutoString(length=26), nullable=False),
+        sa.Column("position", sa.Integer(), nullable=False),
+        sa.Column("name", sqlmodel.sql.sqltypes.AutoString(length=100), nullable=False),
+        sa.Column("mode", sqlmodel.sql.sqltypes.AutoString(length=16), nullable=False),
+        sa.Column(
+            "status",
+            sa.Enum(
+                "pending", "running", "succeeded", "failed", name="stepstatus", native_enum=False, length=16
+            ),
+            nullable=False,
+        ),
+        sa.Column("attempts", sa.Integer(), nullable=False),
+        sa.Column("rerun_allowed", sa.Boolean(), nullable=False),
+        sa.Column("last_error", sa.JSON(), nullable=True),
+        sa.Column("started_at", app.models.UTCDateTime(), nullable=True),
+        sa.Column("finished_at", app.models.UTCDateTime(), nullable=True),
+        sa.ForeignKeyConstraint(["job_id"], ["report_jobs.id"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("job_id", "name", name="uq_job_steps_job_name"),
+    )
+
 
 def downgrade() -> None:
     # Dropping a table drops its indexes; dropping an FK-backing index first fails on MySQL.
     for table in (
+        "job_steps",
         "job_attempts",
         "dead_letters",
         "callback_deliveries",

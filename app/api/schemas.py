@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -19,9 +19,9 @@ from pydantic import (
     model_validator,
 )
 
-from app.models import DeadLetter, JobAttempt
+from app.models import DeadLetter, JobAttempt, JobStep
 from app.reports.registry import ReportType
-from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus
+from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
 
 
 def _stamp(value: datetime) -> str:
@@ -55,7 +55,15 @@ class JobCreate(BaseModel):
     )
     run_at: IsoDateTime | None = Field(None, description="Start no earlier than this (≤ 30 days ahead)")
     max_attempts: int | None = Field(None, ge=1, le=100, description="Overrides the type's attempt budget")
-    ordering_key: str | None = Field(None, min_length=1, max_length=200)
+    ordering_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Jobs of one tenant with the same key run one at a time, in submission order",
+    )
+    on_predecessor_dead: Literal["wait", "continue"] = Field(
+        "wait", description="With an ordering_key: wait for a dead earlier job to be replayed, or run anyway"
+    )
     callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
 
 
@@ -90,6 +98,8 @@ class JobPublic(BaseModel):
     next_attempt_at: Stamp | None
     run_at: Stamp | None
     ordering_key: str | None
+    on_predecessor_dead: str
+    blocked_by: str | None
     progress: float | None
     last_error: ErrorInfo | None
     output: OutputPublic | None
@@ -143,6 +153,36 @@ class ReportTypePublic(BaseModel):
             timeout_s=rtype.timeout_s or default_timeout_s,
             max_attempts=rtype.max_attempts or default_max_attempts,
         )
+
+
+class StepPublic(BaseModel):
+    name: str
+    mode: str
+    status: StepStatus
+    attempts: int
+    last_error: ErrorInfo | None
+    started_at: Stamp | None
+    finished_at: Stamp | None
+
+    @classmethod
+    def of(cls, row: JobStep) -> StepPublic:
+        return cls(
+            name=row.name,
+            mode=row.mode,
+            status=row.status,
+            attempts=row.attempts,
+            last_error=ErrorInfo.model_validate(row.last_error) if row.last_error else None,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+        )
+
+
+class ReplayRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[Annotated[str, Field(min_length=1, max_length=100)]] | None = Field(
+        None, max_length=100, description="Steps to run again (default: every failed step)"
+    )
 
 
 class FieldError(BaseModel):

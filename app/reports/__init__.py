@@ -4,6 +4,6 @@ A report is an async function `fn(ctx, params)` registered with `@registry.repor
 """
 
 from app.reports.base import OutputInfo, PermanentError, ReportContext
-from app.reports.registry import ReportType, registry
+from app.reports.registry import ReportType, Step, registry
 
-__all__ = ["OutputInfo", "PermanentError", "ReportContext", "ReportType", "registry"]
+__all__ = ["OutputInfo", "PermanentError", "ReportContext", "ReportType", "Step", "registry"]

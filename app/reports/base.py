@@ -45,6 +45,8 @@ class ReportContext:
         self.output_root = output_root
         self.progress: float | None = None
         self.output_info: OutputInfo | None = None
+        self.step_name: str | None = None  # set while a multi-step report runs a step
+        self.step_attempt = 0
 
     def set_progress(self, fraction: float) -> None:
         self.progress = min(1.0, max(0.0, float(fraction)))

@@ -1,4 +1,4 @@
-"""Built-in demo report types (`demo.csv`, `demo.sleep`, `demo.flaky`) for newcomers and tests.
+"""Built-in demo report types (`demo.csv`, `demo.sleep`, `demo.flaky`, `demo.steps`) for newcomers and tests.
 
 Registered only when ENABLE_DEMO_REPORTS is on.
 """
@@ -12,7 +12,7 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.reports.base import PermanentError, ReportContext
-from app.reports.registry import ReportRegistry
+from app.reports.registry import ReportRegistry, Step
 
 CSV_CHUNK_ROWS = 20_000
 
@@ -73,7 +73,38 @@ async def demo_flaky(ctx: ReportContext, params: FlakyParams) -> None:
         fh.write(f"succeeded on attempt {ctx.attempts_total}\n")
 
 
+class StepsParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    fail_step: str | None = Field(None, description="generate, upload, notify or charge")
+    fail_times: int = Field(1, ge=0, le=100, description="How many tries of fail_step fail")
+    step_delay_s: float = Field(0.0, ge=0, le=60, description="Sleep in every step")
+
+
+async def _demo_step(ctx: ReportContext, params: StepsParams) -> None:
+    if params.step_delay_s:
+        await asyncio.sleep(params.step_delay_s)
+    if ctx.step_name == params.fail_step and ctx.step_attempt <= params.fail_times:
+        raise RuntimeError(f"step {ctx.step_name} failing (try {ctx.step_attempt} of {params.fail_times})")
+    if ctx.step_name == "upload":
+        with ctx.output("steps.txt", "text/plain") as fh:
+            fh.write(f"report of job {ctx.job_id}, uploaded on try {ctx.step_attempt}\n")
+
+
+DEMO_STEPS = [
+    Step("generate", "auto", _demo_step),
+    Step("upload", "auto", _demo_step),
+    Step("notify", "auto", _demo_step),
+    Step("charge", "manual", _demo_step),
+]
+
+
 def register(registry: ReportRegistry) -> None:
     registry.report_type("demo.csv", params=CsvParams)(demo_csv)
     registry.report_type("demo.sleep", params=SleepParams)(demo_sleep)
     registry.report_type("demo.flaky", params=FlakyParams)(demo_flaky)
+    registry.stepped_report_type(
+        "demo.steps",
+        params=StepsParams,
+        steps=DEMO_STEPS,
+        description="generate → upload → notify (auto) → charge (manual); fail_step fails fail_times tries",
+    )

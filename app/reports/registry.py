@@ -18,13 +18,28 @@ ReportFn = Callable[[ReportContext, Any], Awaitable[None]]
 
 
 @dataclass(frozen=True)
+class Step:
+    """One step of a multi-step report. `auto` steps retry with the job; a `manual` step (charging money,
+    say) runs automatically at most once and, if it fails, waits for an operator's replay."""
+
+    name: str
+    mode: str
+    fn: ReportFn
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("auto", "manual"):
+            raise ValueError(f"step {self.name!r}: mode must be 'auto' or 'manual'")
+
+
+@dataclass(frozen=True)
 class ReportType:
     name: str
     description: str
     params_model: type[BaseModel]
-    fn: ReportFn
+    fn: ReportFn | None
     timeout_s: float | None = None
     max_attempts: int | None = None
+    steps: tuple[Step, ...] = ()
 
     def params_schema(self) -> dict[str, Any]:
         return self.params_model.model_json_schema()
@@ -56,6 +71,31 @@ class ReportRegistry:
             return fn
 
         return decorator
+
+    def stepped_report_type(
+        self,
+        name: str,
+        *,
+        params: type[BaseModel],
+        steps: list[Step],
+        description: str = "",
+        timeout_s: float | None = None,
+        max_attempts: int | None = None,
+    ) -> ReportType:
+        """Register a report made of ordered steps; each step's outcome is stored and never repeated."""
+        if not steps or len({s.name for s in steps}) != len(steps):
+            raise ValueError(f"{name}: steps must be non-empty with unique names")
+        rtype = ReportType(
+            name=name,
+            description=description,
+            params_model=params,
+            fn=None,
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            steps=tuple(steps),
+        )
+        self._types[name] = rtype
+        return rtype
 
     def get(self, name: str) -> ReportType | None:
         return self._types.get(name)

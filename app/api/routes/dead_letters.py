@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
-from app import dead_letters
+from app import dead_letters, service
 from app.api.deps import PrincipalDep, tenant_scope
 from app.api.errors import problem_responses
 from app.api.routes.jobs import MAX_LIMIT, JobId, check_id, decode_cursor, encode_cursor
@@ -21,6 +21,7 @@ from app.api.schemas import (
     DeadLetterPublic,
     IsoDateTime,
     JobPublic,
+    ReplayRequest,
 )
 from app.repository import LetterFilter
 from app.representation import job_document
@@ -74,10 +75,12 @@ async def bulk_replay(body: BulkReplay, _principal: PrincipalDep) -> BulkReplayR
     status_code=202,
     response_model=JobPublic,
     tags=["jobs"],
-    responses=problem_responses(401, 403, 404, 409, 503),
+    responses=problem_responses(401, 403, 404, 409, 422, 503),
     summary="Replay a dead or cancelled job",
 )
-async def replay(job_id: JobId, principal: PrincipalDep) -> JSONResponse:
+async def replay(job_id: JobId, principal: PrincipalDep, body: ReplayRequest | None = None) -> JSONResponse:
+    """Attempts reset, replay_count + 1. For multi-step jobs, `steps` names the steps to run again
+    (default: every failed step); succeeded steps never run again."""
     check_id(job_id)
-    job = await dead_letters.replay_job(job_id, tenant_scope(principal))
+    job = await service.replay(job_id, tenant_scope(principal), body.steps if body else None)
     return JSONResponse(job_document(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})

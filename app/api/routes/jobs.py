@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from app import service
 from app.api.deps import PrincipalDep, tenant_scope
 from app.api.errors import problem_responses
-from app.api.schemas import AttemptPublic, IsoDateTime, JobCreate, JobPage, JobPublic
+from app.api.schemas import AttemptPublic, IsoDateTime, JobCreate, JobPage, JobPublic, StepPublic
 from app.errors import NotFound, ValidationFailed
 from app.repository import JobFilter
 from app.representation import job_document
@@ -86,6 +86,7 @@ async def submit_job(
         max_attempts=body.max_attempts,
         ordering_key=body.ordering_key,
         callback_url=body.callback_url,
+        on_predecessor_dead=body.on_predecessor_dead,
     )
     result = await service.submit(principal.tenant, req, idempotency_key)
     return JSONResponse(
@@ -191,3 +192,14 @@ async def cancel_job(job_id: JobId, principal: PrincipalDep) -> JSONResponse:
     check_id(job_id)
     job = await service.cancel(job_id, tenant_scope(principal))
     return JSONResponse(job_document(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
+
+
+@router.get(
+    "/{job_id}/steps",
+    response_model=list[StepPublic],
+    responses=problem_responses(401, 403, 404, 503),
+    summary="A multi-step job's steps and their outcomes",
+)
+async def list_steps(job_id: JobId, principal: PrincipalDep) -> list[StepPublic]:
+    check_id(job_id)
+    return [StepPublic.of(row) for row in await service.list_steps(job_id, tenant_scope(principal))]
