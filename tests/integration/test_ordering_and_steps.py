@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
@@ -47,7 +48,7 @@ async def windows(
 
 
 def assert_in_order_without_overlap(spans: list[tuple[datetime, datetime]]) -> None:
-    for (start_a, end_a), (start_b, _) in zip(spans, spans[1:], strict=False):
+    for (start_a, end_a), (start_b, _) in itertools.pairwise(spans):
         assert start_a < start_b, "a later job started first"
         assert end_a <= start_b, "two jobs of one key overlapped"
 
