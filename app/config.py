@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     output_dir: Path = Path("./var/outputs")
     dingtalk_webhook_url: SecretStr | None = None
     dingtalk_secret: SecretStr | None = None
+    feishu_webhook_url: SecretStr | None = None
+    feishu_secret: SecretStr | None = None
+    alert_webhook_url: SecretStr | None = None
+    alert_webhook_secret: SecretStr | None = None
     alert_max_per_minute: int = Field(20, gt=0)
     alert_rate_window_s: float = Field(60.0, gt=0)
     alert_coalesce_s: float = Field(1.0, ge=0)
@@ -106,6 +110,10 @@ class Settings(BaseSettings):
             PLACEHOLDER_SECRETS
         ):
             raise ValueError("DINGTALK_SECRET looks like a placeholder; refusing to start in production")
+        for name in ("feishu_secret", "alert_webhook_secret"):
+            value: SecretStr | None = getattr(self, name)
+            if value is not None and value.get_secret_value().lower() in PLACEHOLDER_SECRETS:
+                raise ValueError(f"{name.upper()} looks like a placeholder; refusing to start in production")
         secrets = [self.callback_secret, *self.callback_tenant_secrets.values()]
         if any(s is not None and s.get_secret_value().lower() in PLACEHOLDER_SECRETS for s in secrets):
             raise ValueError("a CALLBACK secret looks like a placeholder; refusing to start in production")

@@ -27,3 +27,6 @@ def setup_logging(process: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
+    # httpx logs every request URL at INFO; webhook URLs carry tokens (DingTalk's access_token).
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
+import orjson
 from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
 from arq.constants import job_key_prefix
@@ -42,12 +44,27 @@ def redis_settings(settings: Settings, patient: bool = True) -> RedisSettings:
     return rs
 
 
+def serialize(job: dict[str, Any]) -> bytes:
+    """arq messages as JSON, never pickle: a message forged in Redis must not be able to run code."""
+    return orjson.dumps(job)
+
+
+def deserialize(data: bytes) -> dict[str, Any]:
+    value = orjson.loads(data)
+    if not isinstance(value, dict):
+        raise ValueError("not an arq message")
+    return value
+
+
 async def get_pool() -> ArqRedis:
     global _pool
     if _pool is None:
         settings = get_settings()
         _pool = await create_pool(
-            redis_settings(settings, patient=False), default_queue_name=settings.queue_name
+            redis_settings(settings, patient=False),
+            default_queue_name=settings.queue_name,
+            job_serializer=serialize,
+            job_deserializer=deserialize,
         )
     return _pool
 

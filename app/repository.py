@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import ColumnElement
 
-from app.models import ApiKey, CallbackDelivery, DeadLetter, JobAttempt, JobStep, ReportJob
+from app.models import AlertDelivery, ApiKey, CallbackDelivery, DeadLetter, JobAttempt, JobStep, ReportJob
 from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
 
 # Core tables for UPDATE/DELETE: no ORM session synchronisation, the row counts are what matter.
@@ -25,12 +25,14 @@ LETTERS = DeadLetter.__table__  # type: ignore[attr-defined]
 KEYS = ApiKey.__table__  # type: ignore[attr-defined]
 DELIVERIES = CallbackDelivery.__table__  # type: ignore[attr-defined]
 STEPS = JobStep.__table__  # type: ignore[attr-defined]
+ALERT_DELIVERIES = AlertDelivery.__table__  # type: ignore[attr-defined]
 J = JOBS.c
 A = ATTEMPTS.c
 D = LETTERS.c
 K = KEYS.c
 C = DELIVERIES.c
 S = STEPS.c
+AD = ALERT_DELIVERIES.c
 
 
 @dataclass(frozen=True)
@@ -343,48 +345,114 @@ class Repository:
     async def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
         return await self.session.get(DeadLetter, letter_id)
 
-    async def pending_alerts(self, now: datetime, limit: int) -> list[DeadLetter]:
+    # Alert deliveries: one row per dead letter and sink, each with its own retries and budget.
+
+    async def letters_missing_delivery(self, sink: str, limit: int) -> list[str]:
+        """Pending letters (oldest first) that have no delivery row for `sink` yet."""
+        has_row = select(AD.id).where(AD.letter_id == D.id, AD.sink == sink).exists()
         stmt = (
-            select(DeadLetter)
-            .where(
-                D.alert_status == AlertStatus.PENDING.value,
-                or_(D.alert_next_at.is_(None), D.alert_next_at <= now),
-            )
+            select(D.id)
+            .where(D.alert_status == AlertStatus.PENDING.value, ~has_row)
             .order_by(D.created_at, D.id)
             .limit(limit)
         )
         return list((await self.session.execute(stmt)).scalars().all())
 
-    async def alert_messages_since(self, since: datetime) -> tuple[int, datetime | None]:
-        """How many distinct alert messages were sent since `since`, and when the oldest of them went."""
-        stmt = select(func.count(func.distinct(D.alert_message_id)), func.min(D.alert_sent_at)).where(
-            D.alert_sent_at >= since, D.alert_message_id.is_not(None)
+    async def add_alert_deliveries(self, sink: str, letter_ids: Sequence[str], now: datetime) -> None:
+        if letter_ids:
+            rows = [
+                {"letter_id": i, "sink": sink, "status": AlertStatus.PENDING, "created_at": now}
+                for i in letter_ids
+            ]
+            await self.session.execute(insert(ALERT_DELIVERIES), rows)
+
+    async def due_alert_deliveries(
+        self, sink: str, now: datetime, limit: int
+    ) -> list[tuple[AlertDelivery, DeadLetter]]:
+        """A sink's due pending deliveries with their (still pending) letters, oldest letter first."""
+        stmt = (
+            select(AlertDelivery, DeadLetter)
+            .join(DeadLetter, AD.letter_id == D.id)
+            .where(
+                AD.sink == sink,
+                AD.status == AlertStatus.PENDING.value,
+                or_(AD.next_attempt_at.is_(None), AD.next_attempt_at <= now),
+                D.alert_status == AlertStatus.PENDING.value,
+            )
+            .order_by(D.created_at, D.id)
+            .limit(limit)
+        )
+        return [(row[0], row[1]) for row in (await self.session.execute(stmt)).all()]
+
+    async def alert_messages_since(self, sink: str, since: datetime) -> tuple[int, datetime | None]:
+        """How many distinct messages `sink` accepted since `since`, and when the oldest of them went."""
+        stmt = select(func.count(func.distinct(AD.message_id)), func.min(AD.sent_at)).where(
+            AD.sink == sink, AD.sent_at >= since, AD.message_id.is_not(None)
         )
         count, oldest = (await self.session.execute(stmt)).one()
         if oldest is not None and oldest.tzinfo is None:
             oldest = oldest.replace(tzinfo=UTC)
         return int(count or 0), oldest
 
-    async def mark_alerted(self, letter_ids: Sequence[str], message_id: str, now: datetime) -> int:
+    async def mark_deliveries_sent(
+        self, sink: str, letter_ids: Sequence[str], message_id: str, now: datetime
+    ) -> int:
         stmt = (
-            update(LETTERS)
-            .where(D.id.in_(list(letter_ids)), D.alert_status == AlertStatus.PENDING.value)
+            update(ALERT_DELIVERIES)
+            .where(
+                AD.letter_id.in_(list(letter_ids)), AD.sink == sink, AD.status == AlertStatus.PENDING.value
+            )
             .values(
-                alert_status=AlertStatus.SENT.value,
-                alert_sent_at=now,
-                alert_message_id=message_id,
-                alert_attempts=D.alert_attempts + 1,
-                alert_next_at=None,
-                alert_last_error=None,
+                status=AlertStatus.SENT.value,
+                sent_at=now,
+                message_id=message_id,
+                attempts=AD.attempts + 1,
+                next_attempt_at=None,
+                last_error=None,
             )
         )
         return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
 
-    async def mark_alert_failed(self, letter_ids: Sequence[str], next_at: datetime, error: str) -> int:
+    async def mark_deliveries_failed(
+        self, sink: str, letter_ids: Sequence[str], next_at: datetime, error: str
+    ) -> int:
+        stmt = (
+            update(ALERT_DELIVERIES)
+            .where(
+                AD.letter_id.in_(list(letter_ids)), AD.sink == sink, AD.status == AlertStatus.PENDING.value
+            )
+            .values(attempts=AD.attempts + 1, next_attempt_at=next_at, last_error=error[:500])
+        )
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def letters_alerted_by_all(
+        self, sinks: Sequence[str], letter_ids: Sequence[str] | None, limit: int
+    ) -> list[str]:
+        """Pending letters that every one of `sinks` has accepted a message for."""
+        names = sorted(set(sinks))
+        accepted = (
+            select(func.count(AD.id))
+            .where(AD.letter_id == D.id, AD.sink.in_(names), AD.status == AlertStatus.SENT.value)
+            .correlate(LETTERS)
+            .scalar_subquery()
+        )
+        stmt = select(D.id).where(D.alert_status == AlertStatus.PENDING.value, accepted == len(names))
+        if letter_ids is not None:
+            stmt = stmt.where(D.id.in_(list(letter_ids)))
+        return list((await self.session.execute(stmt.limit(limit))).scalars().all())
+
+    async def alert_deliveries_of(
+        self, letter_ids: Sequence[str], sinks: Sequence[str]
+    ) -> list[AlertDelivery]:
+        stmt = select(AlertDelivery).where(AD.letter_id.in_(list(letter_ids)), AD.sink.in_(list(sinks)))
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    async def update_pending_letters(self, letter_ids: Sequence[str], values: dict[str, Any]) -> int:
+        """Set pending letters' alert summary (status, sent_at, attempts, next try, last error)."""
         stmt = (
             update(LETTERS)
             .where(D.id.in_(list(letter_ids)), D.alert_status == AlertStatus.PENDING.value)
-            .values(alert_attempts=D.alert_attempts + 1, alert_next_at=next_at, alert_last_error=error[:500])
+            .values(**values)
         )
         return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
 

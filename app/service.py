@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 MAX_SCHEDULE_AHEAD_S = 30 * 86400
 RUN_AT_PAST_TOLERANCE_S = 1.0
 KEY_PREFIX = "ro_"
+TENANT_RE = re.compile(r"[a-z0-9][a-z0-9._:-]{0,63}")
 
 
 def new_id() -> str:
@@ -726,9 +728,11 @@ async def create_api_key(tenant: str, scopes: Sequence[str], name: str | None = 
         raise ValidationFailed(
             "Unknown scopes.", [{"loc": ["scopes"], "msg": f"unknown or empty: {bad}", "type": "scope"}]
         )
-    if not tenant or len(tenant) > 64:
+    if not TENANT_RE.fullmatch(tenant):
+        # MySQL compares case-, accent- and trailing-space-insensitively: only slugs keep tenants apart.
         raise ValidationFailed(
-            "Bad tenant.", [{"loc": ["tenant"], "msg": "1-64 characters", "type": "tenant"}]
+            "Bad tenant.",
+            [{"loc": ["tenant"], "type": "tenant", "msg": "1-64 of a-z 0-9 . _ : - (lowercase ASCII slug)"}],
         )
     raw = KEY_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey(

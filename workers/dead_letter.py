@@ -13,7 +13,7 @@ from arq.worker import func
 
 from app import callbacks, dead_letters
 from app.config import get_settings
-from app.queue import DELIVER_CALLBACK, HANDLE_DEAD_LETTER, redis_settings
+from app.queue import DELIVER_CALLBACK, HANDLE_DEAD_LETTER, deserialize, redis_settings, serialize
 from workers.common import on_shutdown, on_startup
 
 ARQ_MAX_TRIES = 1_000_000
@@ -51,6 +51,8 @@ def worker_options() -> dict[str, Any]:
         "poll_delay": 0.2,
         "job_timeout": 120,
         "keep_result": 0,
+        "job_serializer": serialize,
+        "job_deserializer": deserialize,
         "max_tries": ARQ_MAX_TRIES,
         "on_startup": startup,
         "on_shutdown": on_shutdown,

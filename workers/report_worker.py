@@ -14,7 +14,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from app.config import get_settings
-from app.queue import RUN_REPORT, redis_settings
+from app.queue import RUN_REPORT, deserialize, redis_settings, serialize
 from app.runner import run_job
 from workers.common import arq_job_timeout_s, load_registry, on_shutdown, on_startup
 
@@ -57,6 +57,8 @@ def worker_options() -> dict[str, Any]:
         "poll_delay": settings.worker_poll_delay_s,
         "job_timeout": arq_job_timeout_s(),
         "keep_result": 0,
+        "job_serializer": serialize,
+        "job_deserializer": deserialize,
         "max_tries": ARQ_MAX_TRIES,
         "on_startup": startup,
         "on_shutdown": on_shutdown,

@@ -1,26 +1,47 @@
-"""Alert sinks: where dead-letter alerts go (DingTalk robot, or the log when no webhook is set).
+"""Alert sinks: where dead-letter alerts go (DingTalk, Feishu, a generic JSON webhook, or the log).
 
-`build_sinks(settings)` returns the configured sinks; each implements `AlertSink.send`.
+`build_sinks(settings)` returns every configured sink; each implements `AlertSink.send`. The dispatcher
+delivers each alert to every sink with its own retries and budget; the log sink is used only when no
+webhook sink is configured.
 """
 
 from __future__ import annotations
 
+from pydantic import SecretStr
+
 from app.alerts.base import AlertDeliveryError, AlertMessage, AlertSink
 from app.alerts.dingtalk import DingTalkSink
+from app.alerts.feishu import FeishuSink
 from app.alerts.logsink import LogSink
+from app.alerts.webhook import WebhookSink
 from app.config import Settings
+
+
+def _value(secret: SecretStr | None) -> str | None:
+    """A setting's value, or None when unset or empty."""
+    value = secret.get_secret_value() if secret is not None else ""
+    return value if value.strip() else None
 
 
 def build_sinks(settings: Settings) -> list[AlertSink]:
     sinks: list[AlertSink] = []
-    if settings.dingtalk_webhook_url is not None:
-        secret = settings.dingtalk_secret.get_secret_value() if settings.dingtalk_secret else None
-        sinks.append(
-            DingTalkSink(
-                settings.dingtalk_webhook_url.get_secret_value(), secret, timeout_s=settings.alert_timeout_s
-            )
-        )
+    timeout_s = settings.alert_timeout_s
+    if url := _value(settings.dingtalk_webhook_url):
+        sinks.append(DingTalkSink(url, _value(settings.dingtalk_secret), timeout_s=timeout_s))
+    if url := _value(settings.feishu_webhook_url):
+        sinks.append(FeishuSink(url, _value(settings.feishu_secret), timeout_s=timeout_s))
+    if url := _value(settings.alert_webhook_url):
+        sinks.append(WebhookSink(url, _value(settings.alert_webhook_secret), timeout_s=timeout_s))
     return sinks or [LogSink()]
 
 
-__all__ = ["AlertDeliveryError", "AlertMessage", "AlertSink", "DingTalkSink", "LogSink", "build_sinks"]
+__all__ = [
+    "AlertDeliveryError",
+    "AlertMessage",
+    "AlertSink",
+    "DingTalkSink",
+    "FeishuSink",
+    "LogSink",
+    "WebhookSink",
+    "build_sinks",
+]
