@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-23 04:17:35.995882
+Create Date: 2026-11-23 04:30:33.172364
 """
 
 from collections.abc import Sequence
@@ -220,11 +220,37 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("job_id", "name", name="uq_job_steps_job_name"),
     )
+    op.create_table(
+        "alert_deliveries",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("letter_id", sqlmodel.sql.sqltypes.AutoString(length=26), nullable=False),
+        sa.Column("sink", sqlmodel.sql.sqltypes.AutoString(length=32), nullable=False),
+        sa.Column(
+            "status",
+            sa.Enum("pending", "sent", "failed", name="alertstatus", native_enum=False, length=16),
+            nullable=False,
+        ),
+        sa.Column("message_id", sqlmodel.sql.sqltypes.AutoString(length=26), nullable=True),
+        sa.Column("sent_at", app.models.UTCDateTime(), nullable=True),
+        sa.Column("attempts", sa.Integer(), nullable=False),
+        sa.Column("next_attempt_at", app.models.UTCDateTime(), nullable=True),
+        sa.Column("last_error", sqlmodel.sql.sqltypes.AutoString(length=500), nullable=True),
+        sa.Column("created_at", app.models.UTCDateTime(), nullable=False),
+        sa.ForeignKeyConstraint(["letter_id"], ["dead_letters.id"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("letter_id", "sink", name="uq_alert_deliveries_letter_sink"),
+    )
+    with op.batch_alter_table("alert_deliveries", schema=None) as batch_op:
+        batch_op.create_index(
+            "ix_alert_deliveries_sink_due", ["sink", "status", "next_attempt_at"], unique=False
+        )
+        batch_op.create_index("ix_alert_deliveries_sink_sent_at", ["sink", "sent_at"], unique=False)
 
 
 def downgrade() -> None:
     # Dropping a table drops its indexes; dropping an FK-backing index first fails on MySQL.
     for table in (
+        "alert_deliveries",
         "job_steps",
         "job_attempts",
         "dead_letters",

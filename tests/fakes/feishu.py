@@ -1,0 +1,157 @@
+"""A real local HTTP server that behaves like a Feishu (Lark) custom bot, for alert tests.
+
+Checks the body signature like Feishu does (`timestamp` in seconds within an hour, `sign` =
+base64(HMAC-SHA256(key="<timestamp>\\n<secret>", msg=b""))), enforces 5 messages a second and 100 a minute,
+and can be told to answer `code` 9499, an old-style `StatusCode` 1, HTTP 500, or hang for the next requests.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+SECRET = "feishu-test-secret-Qm9vdHN0cmFw"
+
+
+@dataclass
+class Received:
+    at: float
+    body: dict[str, Any]
+    accepted: bool
+    reason: str = ""
+
+    @property
+    def title(self) -> str:
+        return str(self.body.get("card", {}).get("header", {}).get("title", {}).get("content", ""))
+
+    @property
+    def text(self) -> str:
+        """The card's title and markdown content, where job ids appear."""
+        elements = self.body.get("card", {}).get("elements", [])
+        return "\n".join([self.title, *(str(e.get("content", "")) for e in elements)])
+
+
+def expected_sign(secret: str, timestamp: int) -> str:
+    digest = hmac.new(f"{timestamp}\n{secret}".encode(), b"", hashlib.sha256).digest()
+    return base64.b64encode(digest).decode()
+
+
+@dataclass
+class FakeFeishu:
+    secret: str = SECRET
+    limit_per_minute: int = 100
+    limit_per_second: int = 5
+    # Behaviours for the next requests: code | statuscode | http500 | hang.
+    script: list[str] = field(default_factory=list)
+    received: list[Received] = field(default_factory=list)
+    hang_s: float = 30.0
+
+    def start(self) -> FakeFeishu:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+                status, answer = fake.handle(raw)
+                if status == 0:
+                    return  # hung: the client gave up
+                payload = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json; charset=utf-8")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._lock = threading.Lock()
+        self._release = threading.Event()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/open-apis/bot/v2/hook/test-hook-id"
+
+    def valid_signature(self, body: dict[str, Any]) -> bool:
+        try:
+            timestamp = int(body["timestamp"])
+            given = str(body["sign"])
+        except (KeyError, ValueError, TypeError):
+            return False
+        if abs(time.time() - timestamp) > 3600:
+            return False
+        return hmac.compare_digest(given, expected_sign(self.secret, timestamp))
+
+    @staticmethod
+    def well_formed(body: dict[str, Any]) -> bool:
+        card = body.get("card")
+        return (
+            body.get("msg_type") == "interactive"
+            and isinstance(card, dict)
+            and isinstance(card.get("header", {}).get("title", {}).get("content"), str)
+            and all(isinstance(e.get("tag"), str) for e in card.get("elements", []))
+        )
+
+    def handle(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+        now = time.time()
+        body = json.loads(raw or b"{}")
+        with self._lock:
+            behaviour = self.script.pop(0) if self.script else "ok"
+        if behaviour == "hang":
+            self.received.append(Received(now, body, False, "hang"))
+            self._release.wait(self.hang_s)
+            return 0, {}
+        if behaviour == "http500":
+            self.received.append(Received(now, body, False, "http500"))
+            return 500, {"error": "internal"}
+        if behaviour == "code":
+            self.received.append(Received(now, body, False, "code"))
+            return 200, {"code": 9499, "msg": "Bad Request", "data": {}}
+        if behaviour == "statuscode":
+            self.received.append(Received(now, body, False, "statuscode"))
+            return 200, {"StatusCode": 1, "StatusMessage": "failed"}
+        if not self.valid_signature(body):
+            self.received.append(Received(now, body, False, "sign"))
+            return 200, {
+                "code": 19021,
+                "msg": "sign match fail or timestamp is not within one hour from current time",
+                "data": {},
+            }
+        if not self.well_formed(body):
+            self.received.append(Received(now, body, False, "format"))
+            return 200, {"code": 9499, "msg": "Bad Request", "data": {}}
+        with self._lock:
+            accepted = [r.at for r in self.received if r.accepted]
+            if (
+                sum(1 for t in accepted if now - t < 1) >= self.limit_per_second
+                or sum(1 for t in accepted if now - t < 60) >= self.limit_per_minute
+            ):
+                self.received.append(Received(now, body, False, "rate"))
+                return 200, {"code": 11232, "msg": "frequency limited", "data": {}}
+            self.received.append(Received(now, body, True))
+        return 200, {"StatusCode": 0, "StatusMessage": "success", "code": 0, "data": {}, "msg": "success"}
+
+    @property
+    def accepted(self) -> list[Received]:
+        return [r for r in self.received if r.accepted]
+
+    def max_in_window(self, window_s: float) -> int:
+        times = sorted(r.at for r in self.accepted)
+        return max((sum(1 for t in times if s <= t < s + window_s) for s in times), default=0)
