@@ -5,9 +5,14 @@ Loads settings, logging and the report registry; shares arq's Redis pool with `a
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import socket
 from typing import Any
+
+from arq.worker import Worker
+from redis.exceptions import RedisError
 
 from app import queue
 from app.config import get_settings
@@ -41,3 +46,29 @@ async def on_startup(ctx: dict[str, Any], process: str) -> None:
 async def on_shutdown(ctx: dict[str, Any]) -> None:
     queue._pool = None
     await dispose_engine()
+
+
+log = logging.getLogger(__name__)
+_original_poll_iteration = Worker._poll_iteration
+
+
+async def _resilient_poll_iteration(self: Worker) -> None:
+    """arq's loop lets a Redis error (e.g. WatchError when a connection drops mid-WATCH) end the process;
+    here the worker backs off and carries on, so a Redis restart is ridden out instead of fatal."""
+    try:
+        await _original_poll_iteration(self)
+        self._redis_failures = 0  # type: ignore[attr-defined]
+    except (RedisError, OSError, TimeoutError) as exc:
+        failures = getattr(self, "_redis_failures", 0) + 1
+        self._redis_failures = failures  # type: ignore[attr-defined]
+        delay_s = min(5.0, 0.1 * 2**failures)
+        log.warning(
+            "redis unavailable in the worker loop; retrying",
+            extra={"error": repr(exc), "retry_in_s": delay_s},
+        )
+        await asyncio.sleep(delay_s)
+
+
+def make_arq_resilient() -> None:
+    """Install the resilient poll loop (arq's CLI builds the Worker itself, so the class is patched)."""
+    Worker._poll_iteration = _resilient_poll_iteration  # type: ignore[method-assign]

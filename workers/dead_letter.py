@@ -14,7 +14,7 @@ from arq.worker import func
 from app import callbacks, dead_letters
 from app.config import get_settings
 from app.queue import DELIVER_CALLBACK, HANDLE_DEAD_LETTER, deserialize, redis_settings, serialize
-from workers.common import on_shutdown, on_startup
+from workers.common import make_arq_resilient, on_shutdown, on_startup
 
 ARQ_MAX_TRIES = 1_000_000
 
@@ -59,4 +59,5 @@ def worker_options() -> dict[str, Any]:
     }
 
 
+make_arq_resilient()
 WorkerSettings = type("WorkerSettings", (), worker_options())

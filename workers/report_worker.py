@@ -16,7 +16,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from app.config import get_settings
 from app.queue import RUN_REPORT, deserialize, redis_settings, serialize
 from app.runner import run_job
-from workers.common import arq_job_timeout_s, load_registry, on_shutdown, on_startup
+from workers.common import arq_job_timeout_s, load_registry, make_arq_resilient, on_shutdown, on_startup
 
 # arq must never give up on its own: MySQL holds the real attempt budget.
 ARQ_MAX_TRIES = 1_000_000
@@ -68,4 +68,5 @@ def worker_options() -> dict[str, Any]:
     }
 
 
+make_arq_resilient()
 WorkerSettings = type("WorkerSettings", (), worker_options())

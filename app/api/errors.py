@@ -89,7 +89,9 @@ async def _domain(_: Request, exc: Exception) -> JSONResponse:
     return problem(500, exc.detail)
 
 
-async def _db_down(_: Request, exc: Exception) -> JSONResponse:
+async def _db_down(request: Request, exc: Exception) -> JSONResponse:
+    if not is_db_outage(exc):
+        return await _unexpected(request, exc)  # a schema or SQL bug is not an outage: a logged 500
     log.warning("database unavailable", extra={"error": type(exc).__name__})
     return problem(503, "The database is unreachable; try again shortly.", headers={"Retry-After": "2"})
 
@@ -99,10 +101,21 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     return problem(500, "An unexpected error occurred; it has been logged.")
 
 
+# MySQL client/server codes that mean "cannot talk to the database right now".
+OUTAGE_CODES = frozenset({1040, 1053, 1205, 1213, 2002, 2003, 2005, 2006, 2013, 2055})
+
+
 def is_db_outage(exc: BaseException) -> bool:
-    return isinstance(exc, OperationalError | PoolTimeoutError | ConnectionError) or (
-        isinstance(exc, DBAPIError) and exc.connection_invalidated
-    )
+    if isinstance(exc, PoolTimeoutError | ConnectionError | OSError):
+        return True
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        args = getattr(exc.orig, "args", ())
+        if args and isinstance(args[0], int):
+            return args[0] in OUTAGE_CODES
+        return isinstance(exc, OperationalError)  # SQLite "database is locked" and drivers without codes
+    return False
 
 
 def install(app: FastAPI) -> None:

@@ -71,7 +71,7 @@ async def test_redis_then_mariadb_restart_during_a_burst_loses_no_accepted_job_a
     crashed: list[str] = []
 
     async def supervisor() -> None:
-        """Restart a worker that exits, as systemd or Kubernetes would (see the xfail test below for why)."""
+        """Restart a worker that exits, as systemd or Kubernetes would; the test then fails on `crashed`."""
         while not stop.is_set():
             for i, worker in enumerate(workers):
                 if not worker.alive:
@@ -128,6 +128,7 @@ async def test_redis_then_mariadb_restart_during_a_burst_loses_no_accepted_job_a
         )
         raise AssertionError(f"{len(left)} of {len(ids)} accepted jobs not done; e.g. {rows}") from None
     print(f"statuses={dict(statuses)} readyz={sorted(Counter(readyz).items())} crashed={crashed}")
+    assert crashed == [], "workers must ride out Redis and MariaDB restarts without exiting"
 
 
 RESTARTS = 6
@@ -137,16 +138,6 @@ class WorkerCrashed(AssertionError):
     pass
 
 
-@pytest.mark.xfail(
-    reason=(
-        "BUG: a Redis restart kills arq worker processes (exit 1, redis.exceptions.WatchError raised from "
-        "arq Worker.start_jobs: the connection of its WATCH pipeline drops and redis-py raises WatchError "
-        "at pipe.exists/pipe.zscore, which arq only catches around pipe.execute()); app/queue.py's "
-        "redis_settings() says workers ride out a Redis restart, nothing in workers/ makes that true"
-    ),
-    raises=WorkerCrashed,
-    strict=True,
-)
 async def test_workers_ride_out_redis_restarts_under_load(stack: Stack) -> None:
     stack.start_api()
     stack.start_scheduler()
