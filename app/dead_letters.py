@@ -26,7 +26,7 @@ from app.db import session_scope
 from app.errors import Conflict, NotFound
 from app.models import AlertDelivery, DeadLetter, ReportJob, utcnow
 from app.repository import LetterFilter, Repository
-from app.states import REPLAYABLE, AlertStatus
+from app.states import AlertStatus
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,12 @@ async def _dispatch_sink(key: str, sink: AlertSink, now: datetime, settings: Set
     if room <= 0:
         return _SinkOutcome("rate limited", retry_in_s=_window_frees_in_s(oldest, now, window_s))
     base_url = settings.public_base_url.rstrip("/")
-    messages = [render_one(letters[0], base_url)] if len(letters) == 1 else render_digest(letters, base_url)
+    async with session_scope() as session:
+        waiting = await Repository(session).waiting_successors({letter.job_id for letter in letters})
+    if len(letters) == 1:
+        messages = [render_one(letters[0], base_url, waiting)]
+    else:
+        messages = render_digest(letters, base_url, waiting)
     by_job: dict[str, list[DeadLetter]] = {}
     for letter in letters:
         by_job.setdefault(letter.job_id, []).append(letter)
@@ -228,25 +233,10 @@ async def list_letters(flt: LetterFilter, before_id: str | None, limit: int) -> 
 
 
 async def replay_job(job_id: str, tenant: str | None) -> ReportJob:
-    """dead/cancelled → pending (attempt reset, replay_count + 1), letters marked replayed, re-enqueued."""
-    now = utcnow()
-    async with session_scope() as session:
-        repo = Repository(session)
-        job = await repo.get_job(job_id, tenant)
-        if job is None:
-            raise NotFound(f"No job {job_id!r}.")
-        if job.status not in REPLAYABLE:
-            raise Conflict(
-                f"Job {job_id} is {job.status.value}; only dead or cancelled jobs can be replayed."
-            )
-        if await repo.cas_replay(job, now) != 1:
-            raise Conflict(f"Job {job_id} changed while replaying; try again.")
-        await repo.mark_letters_replayed(job_id, now)
-    async with session_scope() as session:
-        replayed = await Repository(session).get_job(job_id)
-    assert replayed is not None
-    await queue.enqueue_run(replayed.id, replayed.replay_count)
-    return replayed
+    """Replay one job (its failed steps included); see `app.service.replay`."""
+    from app import service
+
+    return await service.replay(job_id, tenant)
 
 
 async def replay_letters(

@@ -279,6 +279,17 @@ class Repository:
         )
         return int((await self.session.execute(stmt)).scalar_one())
 
+    async def waiting_successors(self, job_ids: set[str]) -> dict[str, tuple[str, int]]:
+        """For dead jobs with an ordering key: (key, how many later jobs of it wait for them)."""
+        if not job_ids:
+            return {}
+        stmt = select(ReportJob).where(J.id.in_(list(job_ids)), J.ordering_key.is_not(None))
+        out: dict[str, tuple[str, int]] = {}
+        for job in (await self.session.execute(stmt)).scalars().all():
+            assert job.ordering_key is not None
+            out[job.id] = (job.ordering_key, await self.count_waiting_successors(job))
+        return out
+
     # ---- steps ------------------------------------------------------------------------------------
 
     async def list_steps(self, job_id: str) -> list[JobStep]:

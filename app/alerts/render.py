@@ -5,7 +5,7 @@ Every message carries the exact command and curl that replay what it names.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from app.alerts.base import AlertMessage
 from app.models import DeadLetter
@@ -25,7 +25,21 @@ def _error(letter: DeadLetter) -> str:
     return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
 
 
-def render_one(letter: DeadLetter, base_url: str) -> AlertMessage:
+# job id → (ordering key, how many later jobs of that key wait for it)
+Waiting = Mapping[str, tuple[str, int]]
+
+
+def _waiting_line(letter: DeadLetter, waiting: Waiting) -> list[str]:
+    key, count = waiting.get(letter.job_id, ("", 0))
+    if not count:
+        return []
+    return [
+        f"- **blocking**: {count} later job(s) with ordering key `{key}` wait until this one is replayed "
+        "(or until they are cancelled)"
+    ]
+
+
+def render_one(letter: DeadLetter, base_url: str, waiting: Waiting | None = None) -> AlertMessage:
     text = "\n".join(
         [
             f"### Report job dead: {letter.report_type}",
@@ -35,6 +49,7 @@ def render_one(letter: DeadLetter, base_url: str) -> AlertMessage:
             f"- **attempts**: {letter.attempts}",
             f"- **last error**: `{_error(letter)}`",
             f"- **time**: {_when(letter)}",
+            *_waiting_line(letter, waiting or {}),
             "",
             "Replay after fixing the cause:",
             "",
@@ -47,7 +62,9 @@ def render_one(letter: DeadLetter, base_url: str) -> AlertMessage:
     return AlertMessage(title=f"Report job dead: {letter.job_id}", markdown=text, job_ids=(letter.job_id,))
 
 
-def render_digest(letters: Sequence[DeadLetter], base_url: str) -> list[AlertMessage]:
+def render_digest(
+    letters: Sequence[DeadLetter], base_url: str, waiting: Waiting | None = None
+) -> list[AlertMessage]:
     """One or more digest messages that together name every job, each under MAX_MESSAGE_BYTES."""
     head = f"### {len(letters)} report jobs dead"
     tail = [
@@ -67,6 +84,9 @@ def render_digest(letters: Sequence[DeadLetter], base_url: str) -> list[AlertMes
             f"- `{letter.job_id}` {letter.report_type} · tenant {letter.tenant} · "
             f"{letter.attempts} attempts · {_when(letter)} · `{_error(letter)[:120]}`"
         )
+        if (waiting or {}).get(letter.job_id, ("", 0))[1]:
+            key, count = (waiting or {})[letter.job_id]
+            line += f" · blocks {count} job(s) of key `{key}`"
         if lines and len("\n".join([*lines, line]).encode()) > budget:
             messages.append(_digest(head, lines, tail, ids))
             lines, ids = [], []

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from app import maintenance
-from tests.conftest import drain
+from tests.conftest import drain, drain_alerts, make_key
 
 
 def ts(value: str) -> datetime:
@@ -216,3 +216,30 @@ async def test_a_dead_manual_step_is_not_retried_by_a_worker_retry(
     steps = step_table(await get(client, auth, f"/v1/jobs/{job['id']}/steps"))
     assert steps["charge"] == ("failed", 1)
     assert (await get(client, auth, f"/v1/jobs/{job['id']}"))["status"] == "dead"
+
+
+async def test_the_alert_of_a_dead_predecessor_says_its_successors_wait(
+    client: httpx.AsyncClient, auth: dict[str, str], dingtalk: Any
+) -> None:
+    dead = await submit(
+        client, auth, "demo.flaky", {"fail_times": 1, "permanent": True}, ordering_key="acct-9"
+    )
+    for _ in range(2):
+        await submit(client, auth, "demo.csv", {"rows": 1}, ordering_key="acct-9")
+    await drain()
+    await drain_alerts()
+    [message] = dingtalk.accepted
+    assert dead["id"] in message.text
+    assert "2 later job(s) with ordering key `acct-9` wait" in message.text
+
+
+async def test_bulk_replay_of_a_dead_multi_step_job_reruns_its_failed_manual_step(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
+    job = await submit(client, auth, "demo.steps", {"fail_step": "charge", "fail_times": 1})
+    await drain()
+    admin = await make_key("ops", "admin")
+    resp = await client.post("/v1/dead-letters/replay", json={"job_ids": [job["id"]]}, headers=admin)
+    assert resp.json() == {"replayed": 1}
+    await drain()
+    assert (await get(client, auth, f"/v1/jobs/{job['id']}"))["status"] == "done"
