@@ -39,14 +39,19 @@ async def reconcile() -> int:
         jobs = await Repository(session).jobs_due_for_enqueue(
             horizon, now - timedelta(seconds=grace_s()), RECONCILE_BATCH
         )
+    stuck_after_s = get_settings().stuck_after_s
+    stale_before = now - timedelta(seconds=stuck_after_s)
     enqueued = 0
     for job in jobs:
         due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
         defer_until = due_at if job.status != JobStatus.PENDING and due_at and due_at > now else None
-        if not await queue.is_queued(job.id, job.replay_count) and await queue.enqueue_run(
-            job.id, job.replay_count, defer_until=defer_until
-        ):
-            enqueued += 1
+        if not await queue.is_queued(job.id, job.replay_count):
+            enqueued += await queue.enqueue_run(job.id, job.replay_count, defer_until=defer_until)
+        elif job.status == JobStatus.PENDING and job.updated_at <= stale_before:
+            # "Queued" but nothing happened for STUCK_AFTER_S: a killed worker may hold arq's lease on the
+            # message until arq's own timeout. A fresh message (one per period) gets the job going again.
+            bucket = int(now.timestamp() // stuck_after_s)
+            enqueued += await queue.enqueue_run(job.id, job.replay_count, suffix=f"stale{bucket}")
     return enqueued
 
 

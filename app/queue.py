@@ -84,17 +84,18 @@ def arq_job_id(job_id: str, replay_count: int, suffix: str | None = None) -> str
 async def enqueue_run(
     job_id: str, replay_count: int, defer_until: datetime | None = None, suffix: str | None = None
 ) -> bool:
-    """Put a report job on the main queue; False (logged) if Redis refused, never raises."""
+    """Put a report job on the main queue: True if a new message was queued, False if one with that id was
+    already there (arq's dedup) or Redis refused (logged). Never raises."""
     try:
         pool = await get_pool()
-        await pool.enqueue_job(
+        job = await pool.enqueue_job(
             RUN_REPORT,
             job_id,
             _job_id=arq_job_id(job_id, replay_count, suffix),
             _queue_name=get_settings().queue_name,
             _defer_until=defer_until,
         )
-        return True
+        return job is not None
     except Exception as exc:
         log.warning(
             "enqueue failed; the scheduler will re-enqueue", extra={"job_id": job_id, "error": repr(exc)}

@@ -197,7 +197,7 @@ class TerminalEffects:
     """What must happen after a terminal transition commits: its callback, and its ordering successor."""
 
     delivery_id: str | None = None
-    ordering: tuple[str, str] | None = None
+    ordering: tuple[str, str, str] | None = None  # tenant, ordering key, the job that finished
 
     async def publish(self) -> None:
         if self.delivery_id is not None:
@@ -213,7 +213,7 @@ async def _after_terminal(repo: Repository, job_id: str) -> TerminalEffects:
     if job is None:
         return effects
     if job.ordering_key:
-        effects.ordering = (job.tenant, job.ordering_key)
+        effects.ordering = (job.tenant, job.ordering_key, job.id)
     delivery = callbacks.new_delivery(job, new_id())
     if delivery is not None:
         await repo.add_delivery(delivery)
@@ -221,12 +221,15 @@ async def _after_terminal(repo: Repository, job_id: str) -> TerminalEffects:
     return effects
 
 
-async def wake_next_in_order(tenant: str, ordering_key: str) -> None:
-    """Enqueue the earliest pending job of an ordering key (it re-checks its predecessors itself)."""
+async def wake_next_in_order(tenant: str, ordering_key: str, woken_by: str) -> None:
+    """Enqueue the earliest pending job of an ordering key (it re-checks its predecessors itself).
+
+    The message id names the finished predecessor: a message of the successor's own may sit under a killed
+    worker's arq lease, and must not swallow this wake-up by deduplication."""
     async with session_scope() as session:
         job = await Repository(session).next_in_order(tenant, ordering_key)
     if job is not None:
-        await queue.enqueue_run(job.id, job.replay_count)
+        await queue.enqueue_run(job.id, job.replay_count, suffix=f"after-{woken_by}")
 
 
 def _check_same_request(existing: ReportJob, fingerprint: str) -> SubmitResult:

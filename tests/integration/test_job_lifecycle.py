@@ -177,3 +177,27 @@ async def test_wait_long_polls_until_the_job_is_terminal(
     resp = await client.get(f"/v1/jobs/{job_id}", params={"wait": 10}, headers=auth)
     await worker
     assert resp.status_code == 200 and resp.json()["status"] == "done"
+
+
+async def test_pending_job_whose_message_is_held_by_a_dead_worker_lease_still_runs(
+    client: httpx.AsyncClient, auth: dict[str, str], env: Any
+) -> None:
+    """A worker killed right after taking a message leaves arq's in-progress lease for minutes: the job is
+    pending, its message "queued" but unrunnable. After STUCK_AFTER_S the scheduler adds a fresh message."""
+    from arq.constants import in_progress_key_prefix
+
+    from app import maintenance
+
+    await env.set(STUCK_AFTER_S="0.5", SCAN_INTERVAL_S="0.2")
+    job_id = await submit(client, auth, "demo.csv", rows=1)
+    pool = await get_pool()
+    await pool.set(in_progress_key_prefix + f"{job_id}:0", b"1", px=600_000)  # the dead worker's lease
+    await asyncio.sleep(0.6)
+    assert (await job(client, auth, job_id))["status"] == "pending"
+    assert (await maintenance.run_tick(use_lease=False))["reenqueued"] == 1
+    worker = asyncio.create_task(drain(burst=False, timeout_s=30))
+    try:
+        resp = await client.get(f"/v1/jobs/{job_id}", params={"wait": 10}, headers=auth)
+    finally:
+        worker.cancel()
+    assert resp.json()["status"] == "done"
