@@ -60,7 +60,8 @@ fmt: install
 migrate: install
 	$(VENV_BIN)/alembic upgrade head
 
-bench: install
+bench: system-deps install
+	@if command -v uv >/dev/null 2>&1; then uv sync --frozen --group bench; else python3 -m uv sync --frozen --group bench; fi
 	$(PYTHON) -m bench.run
 
 up:
