@@ -206,9 +206,11 @@ class TerminalEffects:
             await wake_next_in_order(*self.ordering)
 
 
-async def _after_terminal(repo: Repository, job_id: str) -> TerminalEffects:
+async def _after_terminal(repo: Repository, job_id: str, has_effects: bool = True) -> TerminalEffects:
     """Stage the effects of a terminal transition inside its own transaction (the callback outbox row)."""
     effects = TerminalEffects()
+    if not has_effects:
+        return effects
     job = await repo.get_job(job_id)
     if job is None:
         return effects
@@ -373,7 +375,9 @@ async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip | B
                 return Blocked(blocker)
         if await repo.cas_start_attempt(job, now, worker) != 1:
             return Skip("another delivery started this job")
-        key = AttemptKey(job.id, job.attempt + 1, job.replay_count)
+        key = AttemptKey(
+            job.id, job.attempt + 1, job.replay_count, has_effects=bool(job.callback_url or job.ordering_key)
+        )
         await repo.add_attempt(
             JobAttempt(
                 job_id=job.id,
@@ -429,7 +433,7 @@ async def complete_attempt(key: AttemptKey, output: OutputInfo | None) -> bool:
             log.warning("late success discarded", extra={"job_id": key.job_id, "attempt": key.attempt})
             return False
         await repo.finish_attempt_row(key, AttemptOutcome.SUCCEEDED, now, None)
-        effects = await _after_terminal(repo, key.job_id)
+        effects = await _after_terminal(repo, key.job_id, key.has_effects)
     await effects.publish()
     return True
 
@@ -489,7 +493,7 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
                     expire_at=now + timedelta(seconds=settings.dead_letter_ttl_s),
                 )
             )
-            effects = await _after_terminal(repo, key.job_id)
+            effects = await _after_terminal(repo, key.job_id, key.has_effects)
     if letter_id is not None:
         await queue.enqueue_dead_letter(letter_id)
     await effects.publish()
@@ -511,7 +515,7 @@ async def finish_cancelled(key: AttemptKey) -> bool:
         if await repo.cas_running(key, values) != 1:
             return False
         await repo.finish_attempt_row(key, AttemptOutcome.CANCELLED, now, error)
-        effects = await _after_terminal(repo, key.job_id)
+        effects = await _after_terminal(repo, key.job_id, key.has_effects)
     await effects.publish()
     return True
 

@@ -39,6 +39,8 @@ def arq_job_timeout_s() -> float:
 
 async def on_startup(ctx: dict[str, Any], process: str) -> None:
     setup_logging(process)
+    # arq's CLI gives the "arq" logger a handler of its own; ours (on the root) already writes its lines.
+    logging.getLogger("arq").handlers.clear()
     ctx["worker_name"] = worker_name()
     queue._pool = ctx["redis"]
 
