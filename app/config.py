@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     idempotency_ttl_s: float = Field(86400.0, gt=0)
     api_key_cache_ttl_s: float = Field(2.0, ge=0)
     worker_max_jobs: int = Field(10, gt=0)
-    worker_poll_delay_s: float = Field(0.05, gt=0)
+    worker_poll_delay_s: float = Field(0.5, gt=0)
     worker_shutdown_grace_s: float = Field(30.0, ge=0)
     queue_name: str = "arq:queue"
     dead_letter_queue_name: str = "arq:dead-letters"

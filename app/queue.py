@@ -24,6 +24,8 @@ from app.config import Settings, get_settings
 log = logging.getLogger(__name__)
 
 RUN_REPORT = "run_report"
+# Workers listen here and poll at once: an idle worker picks a new job up in milliseconds, not a poll delay.
+WAKE_CHANNEL = "ro:wake"
 HANDLE_DEAD_LETTER = "handle_dead_letter"
 DELIVER_CALLBACK = "deliver_callback"
 
@@ -95,6 +97,8 @@ async def enqueue_run(
             _queue_name=get_settings().queue_name,
             _defer_until=defer_until,
         )
+        if job is not None and defer_until is None:
+            await pool.publish(WAKE_CHANNEL, b"1")
         return job is not None
     except Exception as exc:
         log.warning(
