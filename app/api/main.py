@@ -14,6 +14,7 @@ from fastapi_offline import FastAPIOffline
 from app import queue
 from app.api import errors
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware
+from app.api.responses import FastJSONResponse
 from app.api.routes import dead_letters, jobs, meta
 from app.config import get_settings
 from app.db import dispose_engine, get_engine
@@ -43,7 +44,11 @@ def create_app() -> FastAPI:
     settings = get_settings()
     registry.load(settings.enable_demo_reports, settings.report_modules)
     app = FastAPIOffline(
-        title="report-orchestrator", version="0.1.0", description=DESCRIPTION, lifespan=lifespan
+        default_response_class=FastJSONResponse,
+        title="report-orchestrator",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
     )
     errors.install(app)
     app.include_router(jobs.router)

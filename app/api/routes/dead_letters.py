@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse
 
 from app import dead_letters, service
 from app.api.deps import PrincipalDep, tenant_scope
 from app.api.errors import problem_responses
+from app.api.responses import FastJSONResponse
 from app.api.routes.jobs import MAX_LIMIT, JobId, check_id, decode_cursor, encode_cursor
 from app.api.schemas import (
     BulkReplay,
@@ -78,9 +78,11 @@ async def bulk_replay(body: BulkReplay, _principal: PrincipalDep) -> BulkReplayR
     responses=problem_responses(401, 403, 404, 409, 422, 503),
     summary="Replay a dead or cancelled job",
 )
-async def replay(job_id: JobId, principal: PrincipalDep, body: ReplayRequest | None = None) -> JSONResponse:
+async def replay(
+    job_id: JobId, principal: PrincipalDep, body: ReplayRequest | None = None
+) -> FastJSONResponse:
     """Attempts reset, replay_count + 1. For multi-step jobs, `steps` names the steps to run again
     (default: every failed step); succeeded steps never run again."""
     check_id(job_id)
     job = await service.replay(job_id, tenant_scope(principal), body.steps if body else None)
-    return JSONResponse(job_document(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
+    return FastJSONResponse(job_document(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})

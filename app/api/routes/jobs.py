@@ -12,11 +12,12 @@ import re
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Response
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse
 
 from app import service
 from app.api.deps import PrincipalDep, tenant_scope
 from app.api.errors import problem_responses
+from app.api.responses import FastJSONResponse
 from app.api.schemas import AttemptPublic, IsoDateTime, JobCreate, JobPage, JobPublic, StepPublic
 from app.errors import NotFound, ValidationFailed
 from app.repository import JobFilter
@@ -78,7 +79,7 @@ async def submit_job(
             description="Same key + same body → the same job",
         ),
     ] = None,
-) -> JSONResponse:
+) -> FastJSONResponse:
     req = service.SubmitRequest(
         report_type=body.report_type,
         params=body.params,
@@ -89,7 +90,7 @@ async def submit_job(
         on_predecessor_dead=body.on_predecessor_dead,
     )
     result = await service.submit(principal.tenant, req, idempotency_key)
-    return JSONResponse(
+    return FastJSONResponse(
         job_document(result.job),
         status_code=202 if result.created else 200,
         headers={"Location": f"/v1/jobs/{result.job.id}"},
@@ -107,7 +108,7 @@ async def list_jobs(
     cursor: Annotated[
         str | None, Query(max_length=100, description="`next_cursor` of the previous page")
     ] = None,
-) -> JSONResponse:
+) -> FastJSONResponse:
     before_id = decode_cursor(cursor) if cursor else None
     flt = JobFilter(
         tenant=tenant_scope(principal),
@@ -118,7 +119,7 @@ async def list_jobs(
     )
     jobs = await service.list_jobs(flt, before_id, limit + 1)
     next_cursor = encode_cursor(jobs[limit - 1].id) if len(jobs) > limit else None
-    return JSONResponse({"items": [job_document(j) for j in jobs[:limit]], "next_cursor": next_cursor})
+    return FastJSONResponse({"items": [job_document(j) for j in jobs[:limit]], "next_cursor": next_cursor})
 
 
 @router.get(
@@ -131,7 +132,7 @@ async def get_job(
     job_id: JobId,
     principal: PrincipalDep,
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT_S, description="Long-poll up to this many seconds")] = 0,
-) -> JSONResponse:
+) -> FastJSONResponse:
     check_id(job_id)
     tenant = tenant_scope(principal)
     job = await service.get_job(job_id, tenant)
@@ -143,7 +144,7 @@ async def get_job(
             await asyncio.sleep(min(pause_s, left))
             pause_s = min(pause_s * 1.5, 0.5)
             job = await service.get_job(job_id, tenant)
-    return JSONResponse(job_document(job))
+    return FastJSONResponse(job_document(job))
 
 
 @router.get(
@@ -187,11 +188,11 @@ async def get_output(job_id: JobId, principal: PrincipalDep) -> FileResponse:
     responses=problem_responses(401, 403, 404, 409, 503),
     summary="Cancel a job",
 )
-async def cancel_job(job_id: JobId, principal: PrincipalDep) -> JSONResponse:
+async def cancel_job(job_id: JobId, principal: PrincipalDep) -> FastJSONResponse:
     """Waiting jobs are cancelled at once; a running job is asked to stop and ends `cancelled` shortly."""
     check_id(job_id)
     job = await service.cancel(job_id, tenant_scope(principal))
-    return JSONResponse(job_document(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
+    return FastJSONResponse(job_document(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
 
 @router.get(
