@@ -35,6 +35,11 @@ S = STEPS.c
 AD = ALERT_DELIVERIES.c
 
 
+# Values go in as execution parameters, so SQLAlchemy compiles each INSERT once per process.
+JOBS_INSERT = insert(JOBS)
+ATTEMPTS_INSERT = insert(ATTEMPTS)
+
+
 def _row(table: Any, obj: Any) -> dict[str, Any]:
     """Column values of a model instance for a Core INSERT (an unset autoincrement key is left out)."""
     values = {c.name: getattr(obj, c.name) for c in table.columns}
@@ -82,7 +87,7 @@ class Repository:
 
     async def add_job(self, job: ReportJob) -> None:
         # A Core INSERT: the ORM unit of work costs more than the statement on this hot path.
-        await self.session.execute(insert(JOBS).values(**_row(JOBS, job)))
+        await self.session.execute(JOBS_INSERT, _row(JOBS, job))
 
     async def get_job(
         self, job_id: str, tenant: str | None = None, for_update: bool = False
@@ -334,7 +339,7 @@ class Repository:
     # ---- attempts -----------------------------------------------------------------------------
 
     async def add_attempt(self, attempt: JobAttempt) -> None:
-        await self.session.execute(insert(ATTEMPTS).values(**_row(ATTEMPTS, attempt)))
+        await self.session.execute(ATTEMPTS_INSERT, _row(ATTEMPTS, attempt))
 
     async def finish_attempt_row(
         self, key: AttemptKey, outcome: AttemptOutcome, now: datetime, error: dict[str, Any] | None
