@@ -83,6 +83,10 @@ class Repository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
+    async def _rowcount(self, stmt: Any) -> int:
+        """Rows a guarded UPDATE/DELETE touched: 0 means the compare-and-set lost."""
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
     # ---- jobs ---------------------------------------------------------------------------------
 
     async def add_job(self, job: ReportJob) -> None:
@@ -145,7 +149,7 @@ class Repository:
                 updated_at=now,
             )
         )
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def cas_running(self, key: AttemptKey, values: dict[str, Any]) -> int:
         """Update a job only if `key` is still its running attempt."""
@@ -159,7 +163,7 @@ class Repository:
             )
             .values(**values)
         )
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def get_running_flags(self, key: AttemptKey) -> tuple[bool, bool] | None:
         """(is still this attempt's, cancel_requested) for the heartbeat."""
@@ -217,7 +221,7 @@ class Repository:
             )
             .values(status=JobStatus.CANCELLED.value, finished_at=now, next_attempt_at=None, updated_at=now)
         )
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def note_late_result(self, key: AttemptKey, outcome: str, now: datetime) -> int:
         """Record on an attempt already declared lost that its worker reported late (and was ignored)."""
@@ -238,7 +242,7 @@ class Repository:
                 }
             )
         )
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     # ---- ordering keys ----------------------------------------------------------------------------
 
@@ -321,7 +325,7 @@ class Repository:
 
     async def update_step(self, job_id: str, name: str, values: dict[str, Any]) -> int:
         stmt = update(STEPS).where(S.job_id == job_id, S.name == name).values(**values)
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def reset_steps_for_replay(self, job_id: str, names: Sequence[str] | None) -> int:
         """Named steps (or every failed one) go back to pending and may run once more, manual ones too."""
@@ -331,7 +335,7 @@ class Repository:
         else:
             conds.append(S.name.in_(list(names)))
         stmt = update(STEPS).where(*conds).values(status=StepStatus.PENDING.value, rerun_allowed=True)
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def record_output(self, key: AttemptKey, values: dict[str, Any]) -> int:
         return await self.cas_running(key, values)
@@ -354,7 +358,7 @@ class Repository:
             )
             .values(outcome=outcome.value, finished_at=now, error=error)
         )
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def list_attempts(self, job_id: str) -> list[JobAttempt]:
         stmt = select(JobAttempt).where(A.job_id == job_id).order_by(A.replay, A.attempt)
@@ -435,7 +439,7 @@ class Repository:
                 last_error=None,
             )
         )
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def mark_deliveries_failed(
         self, sink: str, letter_ids: Sequence[str], next_at: datetime, error: str
@@ -447,7 +451,7 @@ class Repository:
             )
             .values(attempts=AD.attempts + 1, next_attempt_at=next_at, last_error=error[:500])
         )
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def letters_alerted_by_all(
         self, sinks: Sequence[str], letter_ids: Sequence[str] | None, limit: int
@@ -478,7 +482,7 @@ class Repository:
             .where(D.id.in_(list(letter_ids)), D.alert_status == AlertStatus.PENDING.value)
             .values(**values)
         )
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def letters_to_republish(self, now: datetime, created_before: datetime, limit: int) -> list[str]:
         stmt = (
@@ -495,11 +499,11 @@ class Repository:
 
     async def archive_expired_letters(self, now: datetime) -> int:
         stmt = update(LETTERS).where(D.archived_at.is_(None), D.expire_at <= now).values(archived_at=now)
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def purge_archived_letters(self, archived_before: datetime) -> int:
         stmt = delete(LETTERS).where(D.archived_at.is_not(None), D.archived_at <= archived_before)
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def list_dead_letters(
         self, flt: LetterFilter, before_id: str | None, limit: int
@@ -530,7 +534,7 @@ class Repository:
 
     async def mark_letters_replayed(self, job_id: str, now: datetime) -> int:
         stmt = update(LETTERS).where(D.job_id == job_id, D.replayed_at.is_(None)).values(replayed_at=now)
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     async def cas_replay(self, job: ReportJob, now: datetime) -> int:
         """dead/cancelled → pending with the attempt counter reset and replay_count + 1."""
@@ -556,7 +560,7 @@ class Repository:
                 updated_at=now,
             )
         )
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     # ---- completion callbacks ---------------------------------------------------------------------
 
@@ -598,7 +602,7 @@ class Repository:
             .where(C.id == row.id, C.attempts == row.attempts, C.status == CallbackStatus.PENDING.value)
             .values(**values)
         )
-        changed = int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        changed = await self._rowcount(stmt)
         if changed:
             await self.session.execute(
                 update(JOBS)
@@ -642,7 +646,7 @@ class Repository:
             .where(or_(K.id == key_id_or_prefix, K.prefix == key_id_or_prefix), K.revoked_at.is_(None))
             .values(revoked_at=now)
         )
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
 
     # ---- health -------------------------------------------------------------------------------
 
@@ -679,4 +683,4 @@ class Repository:
         await self.session.execute(delete(DELIVERIES).where(C.job_id.in_(ids)))
         await self.session.execute(delete(STEPS).where(S.job_id.in_(ids)))
         stmt = delete(JOBS).where(J.id.in_(ids))
-        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await self._rowcount(stmt)
