@@ -124,6 +124,18 @@ class Waker:
 _wakers: dict[int, Waker] = {}
 
 
+_original_release = Worker._release_sem_dec_counter_on_complete
+
+
+def _release_and_poll(self: Worker) -> None:
+    """A job ended and freed its slot: poll again now, so a full queue drains at the worker's own pace
+    instead of one batch per poll delay."""
+    _original_release(self)
+    waker = _wakers.get(id(self))
+    if waker is not None:
+        waker.event.set()
+
+
 async def _resilient_poll_iteration(self: Worker) -> None:
     """arq's loop lets a Redis error (e.g. WatchError when a connection drops mid-WATCH) end the process;
     here the worker backs off and carries on, so a Redis restart is ridden out instead of fatal."""
@@ -145,5 +157,6 @@ async def _resilient_poll_iteration(self: Worker) -> None:
 
 
 def make_arq_resilient() -> None:
-    """Install the resilient poll loop (arq's CLI builds the Worker itself, so the class is patched)."""
+    """Install the resilient, wake-driven poll loop (arq's CLI builds the Worker, so the class is patched)."""
     Worker._poll_iteration = _resilient_poll_iteration  # type: ignore[method-assign]
+    Worker._release_sem_dec_counter_on_complete = _release_and_poll  # type: ignore[method-assign]

@@ -16,7 +16,13 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from app.config import get_settings
 from app.queue import RUN_REPORT, deserialize, redis_settings, serialize
 from app.runner import run_job
-from workers.common import arq_job_timeout_s, load_registry, make_arq_resilient, on_shutdown, on_startup
+from workers.common import (
+    arq_job_timeout_s,
+    load_registry,
+    make_arq_resilient,
+    on_shutdown,
+    on_startup,
+)
 
 # arq must never give up on its own: MySQL holds the real attempt budget.
 ARQ_MAX_TRIES = 1_000_000
