@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.api.schemas import Problem
 from app.errors import Conflict, NotFound, OrchestratorError, RateLimited, Unavailable, ValidationFailed
@@ -70,13 +71,35 @@ async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
     return problem(422, "The request is invalid; see `errors`.", errors=errors)
 
 
-async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     if exc.status_code == 400 and exc.detail == BODY_PARSE_ERROR:
         # FastAPI answers 400 for bodies json.loads cannot take (bad UTF-8, deep nesting): malformed JSON.
         errors = [{"loc": ["body"], "msg": "the body is not valid JSON", "type": "json_invalid"}]
         return problem(422, "The request body is not valid JSON.", errors=errors)
     detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
-    return problem(exc.status_code, detail, headers=getattr(exc, "headers", None))
+    headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:
+        # Starlette names only the first route's methods; RFC 9110 wants every method the path allows.
+        headers = {**(headers or {}), "Allow": ", ".join(sorted(_allowed_methods(request)))}
+    return problem(exc.status_code, detail, headers=headers)
+
+
+def _allowed_methods(request: Request) -> set[str]:
+    methods: set[str] = set()
+    scope = {**request.scope, "path": request.scope.get("path", "")}
+
+    def visit(routes: Any) -> None:
+        for route in routes:
+            nested = getattr(getattr(route, "original_router", None), "routes", None)
+            if nested is not None:  # FastAPI's included routers
+                visit(nested)
+                continue
+            match, _ = route.matches(scope)
+            if match != Match.NONE:
+                methods.update(getattr(route, "methods", None) or ())
+
+    visit(request.app.router.routes)
+    return methods
 
 
 async def _domain(_: Request, exc: Exception) -> JSONResponse:

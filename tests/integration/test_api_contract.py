@@ -745,10 +745,6 @@ async def test_metrics_followed_redirect_answers_200_text(client: httpx.AsyncCli
     assert "# TYPE" in resp.text
 
 
-@pytest.mark.xfail(
-    reason="BUG (minor, RFC 9110 15.5.6): 405 on /v1/jobs sends `Allow: POST` although GET is also allowed",
-    strict=True,
-)
 async def test_405_allow_header_lists_every_supported_method(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
