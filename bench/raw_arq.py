@@ -11,7 +11,11 @@ from typing import Any
 
 from arq.worker import func
 
+from workers.common import restore_plain_arq
 from workers.report_worker import worker_options
+
+# Importing our worker patches arq's Worker (wake-driven, resilient loop): the baseline runs arq as shipped.
+restore_plain_arq()
 
 RAW_QUEUE = "bench:raw-arq"
 RAW_FUNCTION = "bench_noop"

@@ -160,3 +160,9 @@ def make_arq_resilient() -> None:
     """Install the resilient, wake-driven poll loop (arq's CLI builds the Worker, so the class is patched)."""
     Worker._poll_iteration = _resilient_poll_iteration  # type: ignore[method-assign]
     Worker._release_sem_dec_counter_on_complete = _release_and_poll  # type: ignore[method-assign]
+
+
+def restore_plain_arq() -> None:
+    """Undo `make_arq_resilient` (the benchmark's raw-arq baseline must run arq as shipped)."""
+    Worker._poll_iteration = _original_poll_iteration  # type: ignore[method-assign]
+    Worker._release_sem_dec_counter_on_complete = _original_release  # type: ignore[method-assign]
