@@ -10,12 +10,12 @@ import base64
 import hashlib
 import hmac
 import json
-import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.server import FakeServer
 
 SECRET = "SEC0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"
 
@@ -33,49 +33,13 @@ class Received:
 
 
 @dataclass
-class FakeDingTalk:
+class FakeDingTalk(FakeServer):
+    url_path = "/robot/send?access_token=test-token"
     secret: str = SECRET
     limit_per_minute: int = 20
     script: list[str] = field(default_factory=list)  # behaviours for the next requests: errcode|http500|hang
     received: list[Received] = field(default_factory=list)
     hang_s: float = 30.0
-
-    def start(self) -> FakeDingTalk:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", 0))
-                raw = self.rfile.read(length)
-                status, answer = fake.handle(self.path, raw)
-                if status == 0:
-                    return  # hung: the client gave up
-                payload = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self._lock = threading.Lock()
-        self._release = threading.Event()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._release.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/robot/send?access_token=test-token"
 
     def valid_signature(self, path: str) -> bool:
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
@@ -91,15 +55,13 @@ class FakeDingTalk:
         ).digest()
         return hmac.compare_digest(given, base64.b64encode(digest).decode())
 
-    def handle(self, path: str, raw: bytes) -> tuple[int, dict[str, Any]]:
+    def respond(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any] | None]:
         now = time.time()
         body = json.loads(raw or b"{}")
-        with self._lock:
-            behaviour = self.script.pop(0) if self.script else "ok"
+        behaviour = self.next_behaviour()
         if behaviour == "hang":
             self.received.append(Received(now, body, False, "hang"))
-            self._release.wait(self.hang_s)
-            return 0, {}
+            return 0, None
         if behaviour == "http500":
             self.received.append(Received(now, body, False, "http500"))
             return 500, {"error": "internal"}

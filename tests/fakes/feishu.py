@@ -11,11 +11,11 @@ import base64
 import hashlib
 import hmac
 import json
-import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.server import FakeServer
 
 SECRET = "feishu-test-secret-Qm9vdHN0cmFw"
 
@@ -44,7 +44,8 @@ def expected_sign(secret: str, timestamp: int) -> str:
 
 
 @dataclass
-class FakeFeishu:
+class FakeFeishu(FakeServer):
+    url_path = "/open-apis/bot/v2/hook/test-hook-id"
     secret: str = SECRET
     limit_per_minute: int = 100
     limit_per_second: int = 5
@@ -52,42 +53,6 @@ class FakeFeishu:
     script: list[str] = field(default_factory=list)
     received: list[Received] = field(default_factory=list)
     hang_s: float = 30.0
-
-    def start(self) -> FakeFeishu:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-                status, answer = fake.handle(raw)
-                if status == 0:
-                    return  # hung: the client gave up
-                payload = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json; charset=utf-8")
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self._lock = threading.Lock()
-        self._release = threading.Event()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._release.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/open-apis/bot/v2/hook/test-hook-id"
 
     def valid_signature(self, body: dict[str, Any]) -> bool:
         try:
@@ -109,15 +74,13 @@ class FakeFeishu:
             and all(isinstance(e.get("tag"), str) for e in card.get("elements", []))
         )
 
-    def handle(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+    def respond(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any] | None]:
         now = time.time()
         body = json.loads(raw or b"{}")
-        with self._lock:
-            behaviour = self.script.pop(0) if self.script else "ok"
+        behaviour = self.next_behaviour()
         if behaviour == "hang":
             self.received.append(Received(now, body, False, "hang"))
-            self._release.wait(self.hang_s)
-            return 0, {}
+            return 0, None
         if behaviour == "http500":
             self.received.append(Received(now, body, False, "http500"))
             return 500, {"error": "internal"}

@@ -8,11 +8,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.server import FakeServer
 
 SECRET = "cb-test-secret-0123456789"
 
@@ -40,55 +40,18 @@ def verify(secret: str, header: str, body: bytes, tolerance_s: float = 300) -> b
 
 
 @dataclass
-class Receiver:
+class Receiver(FakeServer):
+    url_path = "/hooks/report-done"
     secret: str = SECRET
     script: list[str] = field(default_factory=list)  # http500 | hang
     received: list[Delivery] = field(default_factory=list)
 
-    def start(self) -> Receiver:
-        receiver = self
-        self._release = threading.Event()
-        self._lock = threading.Lock()
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-                with receiver._lock:
-                    behaviour = receiver.script.pop(0) if receiver.script else "ok"
-                status = {"ok": 200, "http500": 500, "hang": 0}[behaviour]
-                receiver.received.append(
-                    Delivery(
-                        time.time(),
-                        json.loads(raw),
-                        {k.lower(): v for k, v in self.headers.items()},
-                        verify(receiver.secret, self.headers.get("X-Report-Signature", ""), raw),
-                        status,
-                    )
-                )
-                if behaviour == "hang":
-                    receiver._release.wait(30)
-                    return
-                self.send_response(status)
-                self.send_header("content-length", "2")
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._release.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hooks/report-done"
+    def respond(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any] | None]:
+        behaviour = self.next_behaviour()
+        status = {"ok": 200, "http500": 500, "hang": 0}[behaviour]
+        ok = verify(self.secret, headers.get("x-report-signature", ""), raw)
+        self.received.append(Delivery(time.time(), json.loads(raw), headers, ok, status))
+        return status, {}
 
     @property
     def accepted(self) -> list[Delivery]:

@@ -1,0 +1,62 @@
+"""The scaffold the fake peers share: a threaded HTTP server on 127.0.0.1 that hands each POST to `respond()`.
+
+A subclass decides the answer; status 0 means "hang" (no answer until stop() or `hang_s`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+
+class FakeServer:
+    url_path = "/"
+    hang_s: float = 30.0
+    script: list[str]  # behaviours for the next requests; "ok" once it is empty
+
+    def respond(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any] | None]:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        fake = self
+        self._lock = threading.Lock()
+        self._release = threading.Event()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                status, answer = fake.respond(self.path, headers, raw)
+                if status == 0:
+                    fake._release.wait(fake.hang_s)
+                    return  # hung: the client gave up
+                payload = b"" if answer is None else json.dumps(answer).encode()
+                self.send_response(status)
+                if answer is not None:
+                    self.send_header("content-type", "application/json; charset=utf-8")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def next_behaviour(self) -> str:
+        with self._lock:
+            return self.script.pop(0) if self.script else "ok"
+
+    def stop(self) -> None:
+        self._release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{self.url_path}"
