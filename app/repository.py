@@ -16,7 +16,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import ColumnElement
 
 from app.models import AlertDelivery, ApiKey, CallbackDelivery, DeadLetter, JobAttempt, JobStep, ReportJob
-from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
+from app.states import (
+    REPLAYABLE,
+    TERMINAL,
+    WAITING,
+    AlertStatus,
+    AttemptOutcome,
+    CallbackStatus,
+    JobStatus,
+    StepStatus,
+    values,
+)
 
 # Core tables for UPDATE/DELETE: no ORM session synchronisation, the row counts are what matter.
 JOBS = ReportJob.__table__  # type: ignore[attr-defined]
@@ -217,7 +227,7 @@ class Repository:
                 J.status == job.status.value,
                 J.attempt == job.attempt,
                 J.replay_count == job.replay_count,
-                J.status.in_([JobStatus.PENDING.value, JobStatus.SCHEDULED.value, JobStatus.RETRYING.value]),
+                J.status.in_(values(WAITING)),
             )
             .values(status=JobStatus.CANCELLED.value, finished_at=now, next_attempt_at=None, updated_at=now)
         )
@@ -249,21 +259,16 @@ class Repository:
     async def ordering_blocker(self, job: ReportJob) -> str | None:
         """The earliest job submitted before `job` under the same (tenant, ordering_key) that must finish
         first: any unfinished one, or a dead one unless `job` continues past dead predecessors."""
-        blocking = [
-            JobStatus.PENDING.value,
-            JobStatus.SCHEDULED.value,
-            JobStatus.RUNNING.value,
-            JobStatus.RETRYING.value,
-        ]
+        blocking = WAITING | {JobStatus.RUNNING}
         if job.on_predecessor_dead != "continue":
-            blocking.append(JobStatus.DEAD.value)
+            blocking |= {JobStatus.DEAD}
         stmt = (
             select(J.id)
             .where(
                 J.tenant == job.tenant,
                 J.ordering_key == job.ordering_key,
                 or_(J.created_at < job.created_at, and_(J.created_at == job.created_at, J.id < job.id)),
-                J.status.in_(blocking),
+                J.status.in_(values(blocking)),
             )
             .order_by(J.created_at, J.id)
             .limit(1)
@@ -292,7 +297,7 @@ class Repository:
                 J.ordering_key == job.ordering_key,
                 J.created_at > job.created_at,
                 J.on_predecessor_dead == "wait",
-                J.status.in_([JobStatus.PENDING.value, JobStatus.SCHEDULED.value, JobStatus.RETRYING.value]),
+                J.status.in_(values(WAITING)),
             )
         )
         return int((await self.session.execute(stmt)).scalar_one())
@@ -544,7 +549,7 @@ class Repository:
                 J.id == job.id,
                 J.status == job.status.value,
                 J.replay_count == job.replay_count,
-                J.status.in_([JobStatus.DEAD.value, JobStatus.CANCELLED.value]),
+                J.status.in_(values(REPLAYABLE)),
             )
             .values(
                 status=JobStatus.PENDING.value,
@@ -670,7 +675,7 @@ class Repository:
             .where(
                 J.finished_at < finished_before,
                 or_(J.idempotency_key.is_(None), J.created_at < idempotent_before),
-                J.status.in_([JobStatus.DONE.value, JobStatus.CANCELLED.value, JobStatus.DEAD.value]),
+                J.status.in_(values(TERMINAL)),
                 ~has_letter,
             )
             .limit(limit)

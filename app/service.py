@@ -35,7 +35,16 @@ from app.models import ApiKey, DeadLetter, JobAttempt, JobStep, ReportJob, utcno
 from app.reports.base import OutputInfo
 from app.reports.registry import ReportType, Step, registry
 from app.repository import AttemptKey, JobFilter, Repository
-from app.states import REPLAYABLE, AttemptOutcome, JobStatus, StepStatus, retry_delay_s, status_after_failure
+from app.states import (
+    REPLAYABLE,
+    STARTABLE,
+    TERMINAL,
+    AttemptOutcome,
+    JobStatus,
+    StepStatus,
+    retry_delay_s,
+    status_after_failure,
+)
 from app.storage import resolve_output
 
 log = logging.getLogger(__name__)
@@ -362,7 +371,7 @@ async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip | B
         job = await repo.get_job(job_id)
         if job is None:
             return Skip("job not found")
-        if job.status not in (JobStatus.PENDING, JobStatus.RETRYING, JobStatus.SCHEDULED):
+        if job.status not in STARTABLE:
             return Skip(f"job is {job.status.value}")
         due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
         if job.status != JobStatus.PENDING and due_at is not None and due_at > now:
@@ -548,7 +557,7 @@ async def cancel(job_id: str, tenant: str | None) -> ReportJob:
         job = await repo.get_job(job_id, tenant)
         if job is None:
             raise NotFound(f"No job {job_id!r}.")
-        if job.status in (JobStatus.DONE, JobStatus.DEAD, JobStatus.CANCELLED):
+        if job.status in TERMINAL:
             raise Conflict(f"Job {job_id} is already {job.status.value}.")
         if job.status == JobStatus.RUNNING:
             key = AttemptKey(job.id, job.attempt, job.replay_count)

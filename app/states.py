@@ -49,11 +49,11 @@ class CallbackStatus(StrEnum):
 
 TERMINAL: frozenset[JobStatus] = frozenset({JobStatus.DONE, JobStatus.DEAD, JobStatus.CANCELLED})
 # Statuses from which a worker may start the next attempt.
-STARTABLE: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.RETRYING, JobStatus.SCHEDULED})
+# Not started yet, or waiting for its next attempt: cancelled at once; a worker may start it.
+WAITING: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.SCHEDULED, JobStatus.RETRYING})
+STARTABLE: frozenset[JobStatus] = WAITING
 REPLAYABLE: frozenset[JobStatus] = frozenset({JobStatus.DEAD, JobStatus.CANCELLED})
-CANCELLABLE: frozenset[JobStatus] = frozenset(
-    {JobStatus.PENDING, JobStatus.SCHEDULED, JobStatus.RETRYING, JobStatus.RUNNING}
-)
+CANCELLABLE: frozenset[JobStatus] = WAITING | {JobStatus.RUNNING}
 
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.PENDING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
@@ -64,6 +64,11 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.DEAD: frozenset({JobStatus.PENDING}),
     JobStatus.CANCELLED: frozenset({JobStatus.PENDING}),
 }
+
+
+def values(statuses: frozenset[JobStatus]) -> list[str]:
+    """The stored strings of a status set, for SQL `IN (…)`."""
+    return sorted(s.value for s in statuses)
 
 
 def can_transition(current: JobStatus, target: JobStatus) -> bool:
