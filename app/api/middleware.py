@@ -5,16 +5,14 @@ Running before FastAPI parses anything gives the contract's order: 401, then 403
 
 from __future__ import annotations
 
-import json
 import re
 import time
-from http import HTTPStatus
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import service
-from app.api.errors import PROBLEM_JSON, is_db_outage
+from app.api.errors import is_db_outage, problem
 from app.config import get_settings
 
 ADMIN_PATHS = re.compile(r"^/v1/dead-letters/replay/?$")
@@ -27,29 +25,14 @@ def required_scope(method: str, path: str) -> str:
 
 
 async def _send_problem(
-    send: Send, status: int, detail: str, headers: list[tuple[bytes, bytes]] | None = None
+    scope: Scope, send: Send, status: int, detail: str, headers: dict[str, str] | None = None
 ) -> None:
-    phrase = HTTPStatus(status).phrase
-    body = json.dumps(
-        {
-            "type": f"/problems/{phrase.lower().replace(' ', '-')}",
-            "title": phrase,
-            "status": status,
-            "detail": detail,
-        }
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", PROBLEM_JSON.encode()),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    """The problem+json answer of `app.api.errors.problem`, sent from outside the router."""
+    await problem(status, detail, headers=headers)(scope, _no_receive, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
 
 
 class KeyCache:
@@ -86,7 +69,7 @@ class AuthMiddleware:
         raw = _bearer(scope)
         if raw is None:
             await _send_problem(
-                send, 401, "Send `Authorization: Bearer <api key>`.", [(b"www-authenticate", b"Bearer")]
+                scope, send, 401, "Send `Authorization: Bearer <api key>`.", {"WWW-Authenticate": "Bearer"}
             )
             return
         try:
@@ -95,17 +78,17 @@ class AuthMiddleware:
             if not is_db_outage(exc):
                 raise
             await _send_problem(
-                send, 503, "The database is unreachable; try again shortly.", [(b"retry-after", b"2")]
+                scope, send, 503, "The database is unreachable; try again shortly.", {"Retry-After": "2"}
             )
             return
         if principal is None:
             await _send_problem(
-                send, 401, "The API key is unknown or revoked.", [(b"www-authenticate", b"Bearer")]
+                scope, send, 401, "The API key is unknown or revoked.", {"WWW-Authenticate": "Bearer"}
             )
             return
         scope_needed = required_scope(scope["method"], path)
         if not principal.has(scope_needed):
-            await _send_problem(send, 403, f"This key lacks the `{scope_needed}` scope.")
+            await _send_problem(scope, send, 403, f"This key lacks the `{scope_needed}` scope.")
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
@@ -158,10 +141,10 @@ class BodyLimitMiddleware:
                 try:
                     declared = int(value)
                 except ValueError:
-                    await _send_problem(send, 400, "Bad Content-Length header.")
+                    await _send_problem(scope, send, 400, "Bad Content-Length header.")
                     return
                 if declared > limit:
-                    await _send_problem(send, 413, f"The request body exceeds {limit} bytes.")
+                    await _send_problem(scope, send, 413, f"The request body exceeds {limit} bytes.")
                     return
         received = 0
         started = False
@@ -185,4 +168,4 @@ class BodyLimitMiddleware:
             await self.app(scope, limited_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await _send_problem(send, 413, f"The request body exceeds {limit} bytes.")
+                await _send_problem(scope, send, 413, f"The request body exceeds {limit} bytes.")
