@@ -178,10 +178,6 @@ async def _post(row: CallbackDelivery, settings: Settings) -> str | None:
     return f"HTTP {resp.status_code}"
 
 
-async def publish(delivery_id: str) -> bool:
-    return await queue.enqueue_callback(delivery_id)
-
-
 async def republish_due(limit: int = 500) -> int:
     """Re-publish pending deliveries that are due (lost message, flushed Redis); dedup by arq job id."""
     async with session_scope() as session:

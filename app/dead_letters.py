@@ -18,13 +18,13 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from app import queue
+from app import queue, service
 from app.alerts import AlertSink, LogSink, build_sinks
 from app.alerts.render import render_digest, render_one
 from app.config import Settings, get_settings
 from app.db import session_scope
 from app.errors import Conflict, NotFound
-from app.models import AlertDelivery, DeadLetter, ReportJob, utcnow
+from app.models import AlertDelivery, DeadLetter, utcnow
 from app.repository import LetterFilter, Repository
 from app.states import AlertStatus
 
@@ -232,13 +232,6 @@ async def list_letters(flt: LetterFilter, before_id: str | None, limit: int) -> 
         return await Repository(session).list_dead_letters(flt, before_id, limit)
 
 
-async def replay_job(job_id: str, tenant: str | None) -> ReportJob:
-    """Replay one job (its failed steps included); see `app.service.replay`."""
-    from app import service
-
-    return await service.replay(job_id, tenant)
-
-
 async def replay_letters(
     job_ids: Sequence[str] = (), report_type: str | None = None, since: datetime | None = None
 ) -> int:
@@ -263,7 +256,7 @@ async def replay_letters(
                 continue
             seen.add(letter.job_id)
             try:
-                await replay_job(letter.job_id, None)
+                await service.replay(letter.job_id, None)
                 replayed += 1
             except (Conflict, NotFound):
                 continue

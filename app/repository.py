@@ -342,9 +342,6 @@ class Repository:
         stmt = update(STEPS).where(*conds).values(status=StepStatus.PENDING.value, rerun_allowed=True)
         return await self._rowcount(stmt)
 
-    async def record_output(self, key: AttemptKey, values: dict[str, Any]) -> int:
-        return await self.cas_running(key, values)
-
     # ---- attempts -----------------------------------------------------------------------------
 
     async def add_attempt(self, attempt: JobAttempt) -> None:
@@ -374,11 +371,6 @@ class Repository:
     async def add_dead_letter(self, letter: DeadLetter) -> None:
         self.session.add(letter)
         await self.session.flush()
-
-    async def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
-        return await self.session.get(DeadLetter, letter_id)
-
-    # Alert deliveries: one row per dead letter and sink, each with its own retries and budget.
 
     async def letters_missing_delivery(self, sink: str, limit: int) -> list[str]:
         """Pending letters (oldest first) that have no delivery row for `sink` yet."""

@@ -11,7 +11,7 @@ import logging
 import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -452,8 +452,6 @@ class FailResult:
     applied: bool
     status: JobStatus | None = None
     delay_s: float = 0.0
-    dead_letter_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def error_dict(exc_type: str, message: str, retryable: bool) -> dict[str, Any]:
@@ -506,7 +504,7 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
     if letter_id is not None:
         await queue.enqueue_dead_letter(letter_id)
     await effects.publish()
-    return FailResult(applied=True, status=target, delay_s=delay_s, dead_letter_id=letter_id)
+    return FailResult(applied=True, status=target, delay_s=delay_s)
 
 
 async def finish_cancelled(key: AttemptKey) -> bool:
@@ -656,7 +654,7 @@ async def step_finished(job_id: str, name: str, status: StepStatus, error: dict[
 async def record_output(key: AttemptKey, output: OutputInfo) -> None:
     """Keep a step's output on the job at once: later attempts may skip the step that made it."""
     async with session_scope() as session:
-        await Repository(session).record_output(
+        await Repository(session).cas_running(
             key,
             {
                 "output_path": output.path,
