@@ -75,11 +75,11 @@ async def run_tick(use_lease: bool = True) -> dict[str, Any]:
     report: dict[str, Any] = {}
     if use_lease:
         try:
-            lease = await queue.try_lock("scheduler-tick", ttl_s=max(0.05, settings.scan_interval_s * 0.8))
-        except Exception as exc:  # Redis down: the MySQL-side work is still safe to do
-            lease, report["redis"] = True, f"unavailable: {type(exc).__name__}"  # type: ignore[assignment]
-        if lease is None:
-            return {"skipped": "another scheduler replica holds this tick"}
+            # Kept until it expires, so other replicas skip this tick.
+            if await queue.try_lock("scheduler-tick", ttl_s=max(0.05, settings.scan_interval_s * 0.8)) is None:
+                return {"skipped": "another scheduler replica holds this tick"}
+        except Exception as exc:  # Redis down: the MySQL-side work is idempotent and still safe to do
+            report["redis"] = f"unavailable: {type(exc).__name__}"
     report["lost"] = await service.declare_lost(settings.stuck_after_s)
     try:
         report["reenqueued"] = await reconcile()
