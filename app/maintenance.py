@@ -76,7 +76,8 @@ async def run_tick(use_lease: bool = True) -> dict[str, Any]:
     if use_lease:
         try:
             # Kept until it expires, so other replicas skip this tick.
-            if await queue.try_lock("scheduler-tick", ttl_s=max(0.05, settings.scan_interval_s * 0.8)) is None:
+            lease_s = max(0.05, settings.scan_interval_s * 0.8)
+            if await queue.try_lock("scheduler-tick", ttl_s=lease_s) is None:
                 return {"skipped": "another scheduler replica holds this tick"}
         except Exception as exc:  # Redis down: the MySQL-side work is idempotent and still safe to do
             report["redis"] = f"unavailable: {type(exc).__name__}"
