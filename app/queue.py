@@ -82,12 +82,13 @@ async def close_pool() -> None:
 
 
 # arq's enqueue_job in one round trip instead of three, plus the wake-up: dedup on the job and result keys
-# (arq's own rule), write the job, add it to the queue, and tell idle workers when it is due now.
+# (arq's own rule), write the job, add it to the queue, and wake idle workers: they take it now, or arm a
+# timer for it when it is deferred.
 _ENQUEUE_LUA = """
 if redis.call('exists', KEYS[1], KEYS[2]) > 0 then return 0 end
 redis.call('psetex', KEYS[1], ARGV[1], ARGV[2])
 redis.call('zadd', KEYS[3], ARGV[3], ARGV[4])
-if ARGV[5] == '1' then redis.call('publish', ARGV[6], '1') end
+redis.call('publish', ARGV[5], '1')
 return 1
 """
 EXPIRES_EXTRA_MS = 86_400_000  # arq's default: a message not started within a day of its due time expires
@@ -125,7 +126,6 @@ async def enqueue_run(
                 payload,
                 score,
                 arq_id,
-                "1" if score <= now_ms else "0",
                 WAKE_CHANNEL,
             ],
         )
