@@ -6,45 +6,17 @@ Also reads CPU time and RSS of processes, process groups and the machine (psutil
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-PR_SET_PDEATHSIG = 1
+from workers.dev import die_with_parent
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
-_PRCTL = _load_prctl()
-
-
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """preexec_fn: SIGTERM the child when the benchmark dies, however it dies."""
-
-    def preexec() -> None:
-        if _PRCTL is not None:
-            _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent_pid:
-            os._exit(1)
-
-    return preexec
 
 
 class Proc:
@@ -101,7 +73,7 @@ def spawn(name: str, argv: Sequence[str], env: dict[str, str], cwd: Path, log_di
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # Ctrl-C reaches only us; we stop the children ourselves
-        preexec_fn=_die_with_parent(os.getpid()),
+        preexec_fn=die_with_parent(os.getpid()),
         close_fds=True,
     )
     proc = Proc(name, popen, log_path, log)

@@ -65,8 +65,8 @@ def _load_prctl() -> Callable[..., int] | None:
 _PRCTL = _load_prctl()
 
 
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """preexec_fn: SIGTERM this child when the launcher dies, however it dies (SIGKILL included)."""
+def die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """preexec_fn: SIGTERM this child when its parent (the launcher, the benchmark) dies, however it dies."""
     sig = int(signal.SIGTERM)
 
     def preexec() -> None:
@@ -171,7 +171,7 @@ class Launcher:
         # preexec_fn is unsafe once other threads run, so it is used only while we are single-threaded:
         # every long-running child is started before the output threads. A late one-shot step goes without
         # PDEATHSIG; it ends by itself and shutdown still kills its process group.
-        preexec = _die_with_parent(os.getpid()) if threading.active_count() == 1 else None
+        preexec = die_with_parent(os.getpid()) if threading.active_count() == 1 else None
         return subprocess.Popen(
             list(argv),
             cwd=ROOT,
