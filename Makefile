@@ -12,8 +12,10 @@ help:
 	@echo "make install      install the locked dependencies into .venv (uv sync --frozen)"
 	@echo "make system-deps  apt-install redis-server and mariadb-server for the tests (no service is started)"
 	@echo "make run          api + worker + dead-letter + scheduler, on SQLite and an embedded Redis"
-	@echo "make test         ruff, mypy, then pytest (PYTEST_ARGS='-k foo' to narrow)"
-	@echo "make lint         ruff check, ruff format --check, mypy"
+	@echo "                  (one by one: uvicorn app.main:app, python -m workers.report_worker,"
+	@echo "                   python -m workers.dead_letter, python -m workers.scheduler)"
+	@echo "make test         ruff, mypy, import contracts (lint-imports), then pytest (PYTEST_ARGS='-k foo')"
+	@echo "make lint         ruff check, ruff format --check, mypy, lint-imports"
 	@echo "make fmt          ruff format, ruff check --fix"
 	@echo "make migrate      alembic upgrade head on DATABASE_URL"
 	@echo "make bench        run the benchmarks"
@@ -46,12 +48,14 @@ run: install
 test: system-deps install
 	$(VENV_BIN)/ruff check .
 	$(VENV_BIN)/mypy app workers
+	$(VENV_BIN)/lint-imports --no-cache
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
 
 lint: install
 	$(VENV_BIN)/ruff check .
 	$(VENV_BIN)/ruff format --check .
 	$(VENV_BIN)/mypy app workers
+	$(VENV_BIN)/lint-imports --no-cache
 
 fmt: install
 	$(VENV_BIN)/ruff format .

@@ -11,8 +11,8 @@ from sqlmodel import SQLModel
 
 import app.models  # noqa: F401  (registers the tables)
 from alembic import context
-from app.config import Settings
-from app.db import create_engine
+from app.core.config import Settings
+from app.core.db import create_engine
 
 config = context.config
 if config.config_file_name is not None:

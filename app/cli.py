@@ -14,9 +14,10 @@ from typing import Annotated, Any
 import httpx
 import typer
 
-from app import service
-from app.db import dispose_engine
-from app.errors import ValidationFailed
+from app.auth.service import create_api_key, list_api_keys, revoke_api_key
+from app.core.db import dispose_engine
+from app.core.errors import ValidationFailed
+from app.core.tenancy import EVERY_TENANT, TenantScope
 
 cli = typer.Typer(help="report-orchestrator command line", no_args_is_help=True)
 keys = typer.Typer(help="API keys (talks to the database in DATABASE_URL)", no_args_is_help=True)
@@ -46,9 +47,7 @@ def keys_create(
 ) -> None:
     """Create a key and print it once (only its hash is stored)."""
     try:
-        key, raw = _run_db(
-            service.create_api_key(tenant, [s.strip() for s in scopes.split(",") if s.strip()], name)
-        )
+        key, raw = _run_db(create_api_key(tenant, [s.strip() for s in scopes.split(",") if s.strip()], name))
     except ValidationFailed as exc:
         typer.echo(f"error: {exc.detail} {exc.errors}", err=True)
         raise typer.Exit(2) from exc
@@ -59,7 +58,7 @@ def keys_create(
 @keys.command("list")
 def keys_list(tenant: Annotated[str | None, typer.Option(help="Only this tenant")] = None) -> None:
     """List keys (never their secrets)."""
-    for key in _run_db(service.list_api_keys(tenant)):
+    for key in _run_db(list_api_keys(TenantScope.only(tenant) if tenant else EVERY_TENANT)):
         state = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
         typer.echo(
             f"{key.id}  {key.prefix}…  tenant={key.tenant}  scopes={key.scopes}  {state}  {key.name or ''}"
@@ -69,7 +68,7 @@ def keys_list(tenant: Annotated[str | None, typer.Option(help="Only this tenant"
 @keys.command("revoke")
 def keys_revoke(key_id: Annotated[str, typer.Argument(help="Key id or its printed prefix")]) -> None:
     """Revoke a key; API replicas refuse it within API_KEY_CACHE_TTL_S."""
-    if not _run_db(service.revoke_api_key(key_id)):
+    if not _run_db(revoke_api_key(key_id)):
         typer.echo("no active key with that id or prefix", err=True)
         raise typer.Exit(1)
     typer.echo("revoked")

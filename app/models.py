@@ -13,7 +13,8 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel
 
-from app.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
+from app.core.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
+from app.core.times import utcnow
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -38,10 +39,6 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def _enum(enum_cls: type[Any], length: int = 16) -> sa.Enum:

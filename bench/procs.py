@@ -1,22 +1,23 @@
-"""Child processes of the benchmark: each in its own session, dying with us, stopped by PID.
-
-Also reads CPU time and RSS of processes, process groups and the machine (psutil when installed, else /proc).
-"""
+"""Child processes of the benchmark (workers/children.py: own session, dying with us) and what they cost:
+CPU time and RSS of processes, process groups and the machine (psutil when installed, else /proc)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
+import resource
 import subprocess
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from workers.dev import die_with_parent
+from workers import children
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+STOP_TIMEOUT_S = 15.0
 
 
 class Proc:
@@ -35,20 +36,10 @@ class Proc:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
-    def stop(self, timeout_s: float = 15.0) -> None:
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                # The group is this child's own (start_new_session): prefork pool children go with it.
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(timeout=10)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, 0)  # leftover children of a group whose leader exited
-            os.killpg(self.popen.pid, signal.SIGKILL)
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        # SIGTERM to the child alone: Celery's prefork parent stops its own pool children, in order.
+        # The SIGKILL that follows goes to the whole group and sweeps up whatever outlived the parent.
+        children.stop_group(self.popen, timeout_s, term_group=False)
         self._log.close()
         PROCS.discard(self)
 
@@ -63,19 +54,12 @@ PROCS: set[Proc] = set()
 
 
 def spawn(name: str, argv: Sequence[str], env: dict[str, str], cwd: Path, log_dir: Path) -> Proc:
+    """Start `argv` with its output in <log_dir>/<name>.log; stop_all() stops whatever is still running."""
     log_path = log_dir / f"{name}.log"
     log = log_path.open("ab")
-    popen = subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # Ctrl-C reaches only us; we stop the children ourselves
-        preexec_fn=die_with_parent(os.getpid()),
-        close_fds=True,
-    )
+    # Every spawn comes from the main thread (the event loop's), which lives as long as the run:
+    # PDEATHSIG is tied to the spawning thread.
+    popen = children.spawn(argv, env=env, cwd=cwd, stdout=log)
     proc = Proc(name, popen, log_path, log)
     PROCS.add(proc)
     return proc
@@ -145,3 +129,47 @@ def machine_busy_seconds() -> tuple[float, float]:
 def own_cpu_seconds() -> float:
     times = os.times()
     return times.user + times.system
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of our reaped children (the load generator runs to its end as one)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class CpuMeter:
+    """CPU used between start() and stop() by named process groups, by us, and by the whole machine.
+
+    Figures are % of one core; `others` is what the machine spent on processes this run did not start
+    (e.g. another test-suite on the same host), which makes a figure noisy.
+    """
+
+    groups: dict[str, int]
+    began: float = 0.0
+    before: dict[int, tuple[int, float]] = field(default_factory=dict)
+    machine_before: tuple[float, float] = (0.0, 0.0)
+    own_before: float = 0.0
+    children_before: float = 0.0
+
+    def start(self) -> CpuMeter:
+        self.before = group_cpu_seconds(set(self.groups.values()))
+        self.machine_before = machine_busy_seconds()
+        self.own_before = own_cpu_seconds()
+        self.children_before = children_cpu_seconds()
+        self.began = time.monotonic()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        elapsed = time.monotonic() - self.began
+        after = group_cpu_seconds(set(self.groups.values()))
+        machine = machine_busy_seconds()
+        per_group = dict.fromkeys(self.groups.values(), 0.0)
+        for pid, (pgrp, seconds) in after.items():
+            per_group[pgrp] += seconds - self.before.get(pid, (pgrp, 0.0))[1]
+        out = {name: round(100.0 * per_group[pgid] / elapsed, 1) for name, pgid in self.groups.items()}
+        out["bench_runner"] = round(100.0 * (own_cpu_seconds() - self.own_before) / elapsed, 1)
+        out["load_generator"] = round(100.0 * (children_cpu_seconds() - self.children_before) / elapsed, 1)
+        out["machine"] = round(100.0 * (machine[0] - self.machine_before[0]) / elapsed, 1)
+        out["others"] = round(out["machine"] - sum(v for k, v in out.items() if k != "machine"), 1)
+        return out

@@ -1,21 +1,19 @@
 """Raw arq baseline: a no-op function under our worker's arq settings, no MySQL, no state tracking.
 
-`arq bench.raw_arq.WorkerSettings`; BENCH_RAW_POLL_DELAY sets poll_delay, BENCH_RAW_RECORD=1 records pickups.
+Started with arq's own CLI, `python -m arq bench.raw_arq.WorkerSettings`, so it runs arq's plain Worker class;
+BENCH_RAW_POLL_DELAY sets poll_delay, BENCH_RAW_RECORD=1 records pickups.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from typing import Any
 
-from arq.worker import func
+from arq.worker import Worker, func
 
-from workers.common import restore_plain_arq
 from workers.report_worker import worker_options
-
-# Importing our worker patches arq's Worker (wake-driven, resilient loop): the baseline runs arq as shipped.
-restore_plain_arq()
 
 RAW_QUEUE = "bench:raw-arq"
 RAW_FUNCTION = "bench_noop"
@@ -33,13 +31,22 @@ async def startup(ctx: dict[str, Any]) -> None:
 
 
 def options() -> dict[str, Any]:
-    """Our worker's options (max_jobs, poll_delay, keep_result, timeouts…) with only the function swapped."""
-    opts = worker_options()
+    """Our worker's options (max_jobs, poll_delay, keep_result, timeouts…) with only the function swapped.
+
+    Options that only our Worker subclass (workers/base.py) understands are left out: arq's CLI builds its
+    own plain `arq.worker.Worker`, which is the point of the baseline.
+    """
+    plain = set(inspect.signature(Worker.__init__).parameters)
+    opts = {key: value for key, value in worker_options().items() if key in plain}
     opts.update(
         functions=[func(bench_noop, name=RAW_FUNCTION, max_tries=opts.get("max_tries", 5))],
         queue_name=RAW_QUEUE,
         on_startup=startup,
         on_shutdown=None,
+        # No code of ours may run in the baseline, should our options ever gain per-job hooks.
+        on_job_start=None,
+        on_job_end=None,
+        after_job_end=None,
     )
     if os.environ.get("BENCH_RAW_POLL_DELAY"):
         opts["poll_delay"] = float(os.environ["BENCH_RAW_POLL_DELAY"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from tests.servers import MariaDBServer
+from workers.local_servers import MariaDBServer
 
 
 class BenchMariaDB(MariaDBServer):

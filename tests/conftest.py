@@ -18,7 +18,7 @@ import pytest
 from arq.worker import Worker
 from sqlalchemy import text
 
-from tests.servers import MariaDBServer, RedisServer, ensure_binaries
+from workers.local_servers import MariaDBServer, RedisServer, ensure_binaries
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,9 +98,9 @@ def base_env(
 
 async def reset_process_state() -> None:
     """Forget cached settings, engine and Redis pool so the next use reads the current environment."""
-    from app import queue
-    from app.config import reset_settings
-    from app.db import dispose_engine
+    from app.core import queue
+    from app.core.config import reset_settings
+    from app.core.db import dispose_engine
 
     await queue.close_pool()
     await dispose_engine()
@@ -112,7 +112,7 @@ async def env(
     base_env: dict[str, str], redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Any]:
     """A clean database and Redis; call `await env.set(NAME=value, …)` to change settings for this test."""
-    from app.db import session_scope
+    from app.core.db import session_scope
 
     await reset_process_state()
     async with session_scope() as session:
@@ -143,7 +143,7 @@ async def client(env: Any) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def make_key(tenant: str = "acme", scopes: str = "jobs:read,jobs:write") -> dict[str, str]:
-    from app import service
+    from app.auth import service
 
     _, raw = await service.create_api_key(tenant, scopes.split(","))
     return {"Authorization": f"Bearer {raw}"}
@@ -155,12 +155,13 @@ async def auth(env: Any) -> dict[str, str]:
 
 
 def build_worker(**overrides: Any) -> Worker:
+    from workers.base import OrchestratorWorker
     from workers.report_worker import worker_options
 
     options = worker_options()
     options.update(burst=True, poll_delay=0.01, handle_signals=False)
     options.update(overrides)
-    return Worker(**options)
+    return OrchestratorWorker(**options)
 
 
 async def drain(*, workers: int = 1, timeout_s: float = 60, **overrides: Any) -> None:
@@ -175,12 +176,13 @@ async def drain(*, workers: int = 1, timeout_s: float = 60, **overrides: Any) ->
 
 async def drain_alerts(timeout_s: float = 60, **overrides: Any) -> None:
     """Run a burst dead-letter consumer until the failed channel is empty."""
+    from workers.base import OrchestratorWorker
     from workers.dead_letter import worker_options
 
     options = worker_options()
     options.update(burst=True, poll_delay=0.01, handle_signals=False)
     options.update(overrides)
-    worker = Worker(**options)
+    worker = OrchestratorWorker(**options)
     try:
         await asyncio.wait_for(worker.main(), timeout_s)
     except asyncio.CancelledError:

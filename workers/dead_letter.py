@@ -1,7 +1,6 @@
-"""arq worker for the failed channel: `arq workers.dead_letter.WorkerSettings`.
+"""arq worker for the failed channel: `python -m workers.dead_letter`.
 
-Each message names a dead letter (→ alert) or a completion callback (→ HTTP delivery) already committed
-in MySQL; the consumer delivers it and records the outcome there.
+Each message names a dead letter (→ alert) or callback (→ HTTP) committed in MySQL, where the outcome goes.
 """
 
 from __future__ import annotations
@@ -11,17 +10,18 @@ from typing import Any
 from arq import Retry
 from arq.worker import func
 
-from app import callbacks, dead_letters
-from app.config import get_settings
-from app.queue import DELIVER_CALLBACK, HANDLE_DEAD_LETTER, deserialize, redis_settings, serialize
-from workers.common import make_arq_resilient, on_shutdown, on_startup
+from app.callbacks import service as callbacks
+from app.core.config import get_settings
+from app.core.queue import DELIVER_CALLBACK, HANDLE_DEAD_LETTER, deserialize, redis_settings, serialize
+from app.dead_letters import dispatch
+from workers.common import on_shutdown, on_startup, run_worker
 
 ARQ_MAX_TRIES = 1_000_000
 
 
 async def handle_dead_letter(ctx: dict[str, Any], letter_id: str) -> str:
     # The message only wakes the dispatcher: it sends every pending letter, this one included.
-    outcome = await dead_letters.dispatch_alerts()
+    outcome = await dispatch.dispatch_alerts()
     if outcome.retry_in_s is not None:
         raise Retry(defer=outcome.retry_in_s)
     return outcome.detail
@@ -34,11 +34,8 @@ async def deliver_callback(ctx: dict[str, Any], delivery_id: str) -> str:
     return outcome.detail
 
 
-async def startup(ctx: dict[str, Any]) -> None:
-    await on_startup(ctx, "dead-letter")
-
-
 def worker_options() -> dict[str, Any]:
+    """Keyword arguments for `OrchestratorWorker`, from the current settings (tests build workers from it)."""
     settings = get_settings()
     return {
         "functions": [
@@ -54,10 +51,14 @@ def worker_options() -> dict[str, Any]:
         "job_serializer": serialize,
         "job_deserializer": deserialize,
         "max_tries": ARQ_MAX_TRIES,
-        "on_startup": startup,
+        "on_startup": on_startup,
         "on_shutdown": on_shutdown,
     }
 
 
-make_arq_resilient()
-WorkerSettings = type("WorkerSettings", (), worker_options())
+def main() -> None:
+    run_worker("dead-letter", worker_options)
+
+
+if __name__ == "__main__":
+    main()

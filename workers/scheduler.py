@@ -11,10 +11,11 @@ import signal
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from app import maintenance, queue
-from app.config import get_settings
-from app.db import dispose_engine
-from app.logging_setup import setup_logging
+from app.core import queue
+from app.core.config import get_settings
+from app.core.db import dispose_engine
+from app.core.logs import setup_logging
+from app.maintenance import service as maintenance
 
 log = logging.getLogger("workers.scheduler")
 

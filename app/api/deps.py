@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.service import Principal
+from app.auth.service import Principal
 
 bearer_scheme = HTTPBearer(auto_error=False, description="API key: `Authorization: Bearer ro_…`")
 
@@ -23,8 +23,3 @@ async def get_principal(
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
-
-
-def tenant_scope(principal: Principal) -> str | None:
-    """The tenant a principal may see: its own, or every tenant for admin keys."""
-    return None if principal.is_admin else principal.tenant

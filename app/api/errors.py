@@ -12,13 +12,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from app.api.schemas import Problem
-from app.errors import Conflict, NotFound, OrchestratorError, RateLimited, Unavailable, ValidationFailed
+from app.core.db import is_db_outage
+from app.core.errors import Conflict, NotFound, OrchestratorError, RateLimited, Unavailable, ValidationFailed
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,11 @@ async def _domain(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, OrchestratorError)
     for cls, status in _STATUS:
         if isinstance(exc, cls):
-            errors = exc.errors if isinstance(exc, ValidationFailed) else None
+            errors = (
+                [{**e, "loc": [exc.part, *e["loc"]]} for e in exc.errors]
+                if isinstance(exc, ValidationFailed)
+                else None
+            )
             headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, RateLimited) else None
             return problem(status, exc.detail, title=exc.title, errors=errors, headers=headers)
     return problem(500, exc.detail)
@@ -122,23 +127,6 @@ async def _db_down(request: Request, exc: Exception) -> JSONResponse:
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error")
     return problem(500, "An unexpected error occurred; it has been logged.")
-
-
-# MySQL client/server codes that mean "cannot talk to the database right now".
-OUTAGE_CODES = frozenset({1040, 1053, 1205, 1213, 2002, 2003, 2005, 2006, 2013, 2055})
-
-
-def is_db_outage(exc: BaseException) -> bool:
-    if isinstance(exc, PoolTimeoutError | ConnectionError | OSError):
-        return True
-    if isinstance(exc, DBAPIError):
-        if exc.connection_invalidated:
-            return True
-        args = getattr(exc.orig, "args", ())
-        if args and isinstance(args[0], int):
-            return args[0] in OUTAGE_CODES
-        return isinstance(exc, OperationalError)  # SQLite "database is locked" and drivers without codes
-    return False
 
 
 def install(app: FastAPI) -> None:

@@ -9,16 +9,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
-from app import queue
-from app.api import errors
+from app.api import errors, health
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware
 from app.api.responses import FastJSONResponse
-from app.api.routes import dead_letters, jobs, meta
-from app.config import get_settings
-from app.db import dispose_engine, get_engine
-from app.logging_setup import setup_logging
+from app.attempts import routes as attempts_routes
+from app.core import queue
+from app.core.config import get_settings
+from app.core.db import dispose_engine, get_engine
+from app.core.logs import setup_logging
+from app.dead_letters import routes as dead_letters_routes
+from app.jobs import routes as jobs_routes
+from app.reports import routes as reports_routes
 from app.reports.registry import registry
 
 DESCRIPTION = """Submit report jobs, poll them, download their files.
@@ -40,6 +44,11 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await dispose_engine()
 
 
+def operation_id(route: APIRoute) -> str:
+    """The route function's name (`submit_job`, `get_job` …): what a generated client calls its methods."""
+    return route.name
+
+
 def create_app() -> FastAPI:
     settings = get_settings()
     registry.load(settings.enable_demo_reports, settings.report_modules)
@@ -49,11 +58,17 @@ def create_app() -> FastAPI:
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
     )
     errors.install(app)
-    app.include_router(jobs.router)
-    app.include_router(dead_letters.router)
-    app.include_router(meta.router)
+    for router in (
+        jobs_routes.router,
+        attempts_routes.router,
+        dead_letters_routes.router,
+        reports_routes.router,
+        health.router,
+    ):
+        app.include_router(router)
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AuthMiddleware)
     return app

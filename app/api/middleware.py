@@ -11,9 +11,10 @@ import time
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import service
-from app.api.errors import is_db_outage, problem
-from app.config import get_settings
+from app.api.errors import problem
+from app.auth.service import Principal, authenticate, hash_key
+from app.core.config import get_settings
+from app.core.db import is_db_outage
 
 ADMIN_PATHS = re.compile(r"^/v1/dead-letters/replay/?$")
 
@@ -39,16 +40,16 @@ class KeyCache:
     """Caches key lookups for API_KEY_CACHE_TTL_S so a revoked key is refused within that many seconds."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[float, service.Principal | None]] = {}
+        self._entries: dict[str, tuple[float, Principal | None]] = {}
 
-    async def lookup(self, raw_key: str) -> service.Principal | None:
+    async def lookup(self, raw_key: str) -> Principal | None:
         ttl_s = get_settings().api_key_cache_ttl_s
         now = time.monotonic()
-        digest = service.hash_key(raw_key)
+        digest = hash_key(raw_key)
         hit = self._entries.get(digest)
         if hit is not None and hit[0] > now:
             return hit[1]
-        principal = await service.authenticate(raw_key)
+        principal = await authenticate(raw_key)
         if ttl_s > 0:
             if len(self._entries) > 10_000:
                 self._entries.clear()

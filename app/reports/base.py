@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from app.storage import AtomicFile, attempt_dir, relative_to_root, safe_filename
+from app.core.storage import AtomicFile, attempt_dir, relative_to_root, safe_filename
 
 
 class PermanentError(Exception):
@@ -24,6 +24,15 @@ class OutputInfo:
     filename: str
     content_type: str
     size: int
+
+    def columns(self) -> dict[str, Any]:
+        """The job's output columns for this file."""
+        return {
+            "output_path": self.path,
+            "output_filename": self.filename,
+            "output_content_type": self.content_type,
+            "output_size": self.size,
+        }
 
 
 class ReportContext:

@@ -26,7 +26,7 @@ import httpx
 import pytest
 import redis
 
-from tests.servers import MariaDBServer, RedisServer, ensure_binaries, free_port
+from workers.local_servers import MariaDBServer, RedisServer, ensure_binaries, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -64,7 +64,7 @@ NOISE = ("apscheduler.executors",)
 
 def _inherited_env() -> dict[str, str]:
     """os.environ without anything that would configure the app (another test may have exported some)."""
-    from app.config import Settings
+    from app.core.config import Settings
 
     settings_names = {name.upper() for name in Settings.model_fields}
     drop = settings_names | {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"}
@@ -257,11 +257,11 @@ class Stack:
     def redis_client(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.servers.redis.port, socket_timeout=2)
 
-    def _start_arq(self, kind: str, settings_path: str, health_key: str, **extra: Any) -> Proc:
+    def _start_arq(self, kind: str, module: str, health_key: str, **extra: Any) -> Proc:
         client = self.redis_client()
         try:
             client.delete(health_key)
-            proc = self.spawn(kind, [PYTHON, "-m", "arq", settings_path], **extra)
+            proc = self.spawn(kind, [PYTHON, "-m", module], **extra)
             # The first poll iteration (after on_startup) writes the queue's health-check key.
             wait_until(lambda: bool(client.exists(health_key)), READY_TIMEOUT_S, f"{proc.name} ready", [proc])
         finally:
@@ -289,12 +289,10 @@ class Stack:
         return proc
 
     def start_worker(self, **extra: Any) -> Proc:
-        return self._start_arq("worker", "workers.report_worker.WorkerSettings", MAIN_HEALTH_KEY, **extra)
+        return self._start_arq("worker", "workers.report_worker", MAIN_HEALTH_KEY, **extra)
 
     def start_dead_letter(self, **extra: Any) -> Proc:
-        return self._start_arq(
-            "deadletter", "workers.dead_letter.WorkerSettings", DEAD_LETTER_HEALTH_KEY, **extra
-        )
+        return self._start_arq("deadletter", "workers.dead_letter", DEAD_LETTER_HEALTH_KEY, **extra)
 
     def start_scheduler(self, **extra: Any) -> Proc:
         proc = self.spawn("scheduler", [PYTHON, "-m", "workers.scheduler"], **extra)

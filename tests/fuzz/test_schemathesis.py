@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, alembic
-from tests.servers import MariaDBServer, RedisServer, free_port
+from workers.local_servers import MariaDBServer, RedisServer, free_port
 
 CHECKS = ",".join(
     [
@@ -81,7 +81,7 @@ def live_api(mariadb: MariaDBServer, redis_server: RedisServer, tmp_path: Path) 
     )
     # A worker finishes the generated jobs quickly (0.5 s limit), so `?wait=` long-polls return early.
     worker = subprocess.Popen(
-        [sys.executable, "-m", "arq", "workers.report_worker.WorkerSettings"],
+        [sys.executable, "-m", "workers.report_worker"],
         env=env,
         cwd=ROOT,
         stdout=log,

@@ -12,10 +12,10 @@ import httpx
 import pytest
 from sqlmodel import select
 
-from app import maintenance
-from app.alerts import DingTalkSink, FeishuSink, LogSink, WebhookSink, build_sinks
-from app.config import Settings
-from app.db import session_scope
+from app.core.config import Settings
+from app.core.db import session_scope
+from app.dead_letters.sinks import DingTalkSink, FeishuSink, LogSink, WebhookSink, build_sinks
+from app.maintenance import service as maintenance
 from app.models import AlertDelivery
 from tests.conftest import drain, drain_alerts
 from tests.fakes.dingtalk import FakeDingTalk

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app import service
+from app.auth import service
 from tests.conftest import make_key
 
 PROBLEM = "application/problem+json"

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from app import maintenance
-from app.dead_letters import archive_and_purge
+from app.dead_letters.service import archive_and_purge
+from app.maintenance import service as maintenance
 from tests.conftest import drain, drain_alerts, make_key
 from tests.fakes.dingtalk import FakeDingTalk
 

@@ -6,8 +6,9 @@ import asyncio
 
 import httpx
 
-from app.db import session_scope
-from app.repository import Repository
+from app.core.db import session_scope
+from app.core.tenancy import EVERY_TENANT
+from app.jobs.repository import JobRepository
 from tests.conftest import make_key
 
 BODY = {"report_type": "demo.csv", "params": {"rows": 10}}
@@ -24,7 +25,7 @@ async def test_twenty_concurrent_submits_with_one_key_create_one_job(
     assert statuses == [200] * 19 + [202], [r.text for r in responses if r.status_code not in (200, 202)]
     assert len({r.json()["id"] for r in responses}) == 1
     async with session_scope() as session:
-        assert await Repository(session).count_jobs() == 1
+        assert await JobRepository(session).count_jobs(EVERY_TENANT) == 1
 
 
 async def test_same_key_with_a_different_body_is_409_and_changes_nothing(
@@ -39,7 +40,7 @@ async def test_same_key_with_a_different_body_is_409_and_changes_nothing(
     assert other.status_code == 409
     assert other.headers["content-type"] == "application/problem+json"
     async with session_scope() as session:
-        assert await Repository(session).count_jobs() == 1
+        assert await JobRepository(session).count_jobs(EVERY_TENANT) == 1
 
 
 async def test_idempotency_keys_are_scoped_per_tenant(

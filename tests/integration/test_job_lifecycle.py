@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
-from app.db import session_scope
+from app.core.db import session_scope
+from app.core.queue import RUN_REPORT, get_pool
 from app.models import DeadLetter, JobAttempt
-from app.queue import RUN_REPORT, get_pool
 from tests.conftest import drain
 
 
@@ -146,9 +146,8 @@ async def test_same_job_delivered_to_two_workers_at_once_runs_once(
 async def test_stale_attempt_cannot_overwrite_a_newer_one(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    from app import service
-    from app.repository import AttemptKey
-    from app.states import AttemptOutcome
+    from app.attempts import service
+    from app.core.states import AttemptKey, AttemptOutcome
 
     job_id = await submit(client, auth, "demo.csv", rows=1)
     started = await service.start_attempt(job_id, "w1")
@@ -186,7 +185,7 @@ async def test_pending_job_whose_message_is_held_by_a_dead_worker_lease_still_ru
     pending, its message "queued" but unrunnable. After STUCK_AFTER_S the scheduler adds a fresh message."""
     from arq.constants import in_progress_key_prefix
 
-    from app import maintenance
+    from app.maintenance import service as maintenance
 
     await env.set(STUCK_AFTER_S="0.5", SCAN_INTERVAL_S="0.2")
     job_id = await submit(client, auth, "demo.csv", rows=1)

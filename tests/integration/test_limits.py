@@ -6,14 +6,15 @@ from typing import Any
 
 import httpx
 
-from app.db import session_scope
-from app.repository import Repository
+from app.core.db import session_scope
+from app.core.tenancy import EVERY_TENANT
+from app.jobs.repository import JobRepository
 from tests.conftest import make_key
 
 
 async def count_jobs() -> int:
     async with session_scope() as session:
-        return await Repository(session).count_jobs()
+        return await JobRepository(session).count_jobs(EVERY_TENANT)
 
 
 def nested(depth: int) -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import alembic
-from tests.servers import MariaDBServer
+from workers.local_servers import MariaDBServer
 
 
 def round_trip(url: str) -> None:

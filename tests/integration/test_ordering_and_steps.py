@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from app import maintenance
+from app.maintenance import service as maintenance
 from tests.conftest import drain, drain_alerts, make_key
 
 

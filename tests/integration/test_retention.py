@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from app import maintenance
-from app.config import get_settings
+from app.core.config import get_settings
+from app.maintenance import service as maintenance
 from tests.conftest import drain
 
 

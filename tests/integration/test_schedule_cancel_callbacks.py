@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from app import maintenance
+from app.maintenance import service as maintenance
 from tests.conftest import drain, drain_alerts
 from tests.fakes.receiver import Receiver
 

@@ -27,17 +27,19 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import text
 
-from app import queue, service
-from app.config import get_settings
-from app.db import session_scope
-from app.errors import ValidationFailed
-from app.logging_setup import setup_logging
+from app.auth import service
+from app.core import queue
+from app.core.config import get_settings
+from app.core.db import session_scope
+from app.core.errors import ValidationFailed
+from app.core.logs import setup_logging
+from app.core.tenancy import EVERY_TENANT
+from app.jobs.repository import JobRepository
 from app.reports.base import ReportContext
 from app.reports.registry import registry
-from app.repository import Repository
 from tests.conftest import ROOT, drain, drain_alerts, make_key
 from tests.fakes.dingtalk import FakeDingTalk
-from tests.servers import MariaDBServer, free_port
+from workers.local_servers import MariaDBServer, free_port
 
 PROBLEM = "application/problem+json"
 BOGUS_ID = "01JD3Z7Q8J5Q0V6W2XKX4N9M1B"
@@ -78,7 +80,7 @@ async def dead_job(client: httpx.AsyncClient, headers: dict[str, str]) -> str:
 async def job_state(job_id: str) -> dict[str, Any]:
     """The job row and its dead letters as stored: what a forbidden request must not change."""
     async with session_scope() as session:
-        job = await Repository(session).get_job(job_id)
+        job = await JobRepository(session).get_job(job_id, EVERY_TENANT)
         letters = (
             await session.execute(
                 text("SELECT id, replayed_at, archived_at FROM dead_letters WHERE job_id = :j ORDER BY id"),
@@ -151,7 +153,9 @@ def app_logs(capfd: pytest.CaptureFixture[str]) -> Iterator[Any]:
     class Logs:
         def start(self) -> None:
             capfd.readouterr()
-            setup_logging("api")  # what the API process does at start-up; workers do it in on_startup
+            setup_logging(
+                "api"
+            )  # what the API process does at start-up; workers do it in workers.common.run_worker
 
         def read(self) -> str:
             out, err = capfd.readouterr()
@@ -440,7 +444,7 @@ async def test_output_filename_from_hostile_params_is_sanitised_and_the_file_sta
         assert match.group(1).decode() == shown
 
         async with session_scope() as session:
-            stored = await Repository(session).get_job(job_id)
+            stored = await JobRepository(session).get_job(job_id, EVERY_TENANT)
         assert stored is not None and stored.output_path
         path = stored_file(root, stored.output_path)
         assert root in path.parents and path.parent.parent == root / job_id, (name, stored.output_path)

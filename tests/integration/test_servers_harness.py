@@ -1,4 +1,4 @@
-"""Self-test of tests/servers.py: private MariaDB and Redis children start, keep data and ports, clean up."""
+"""Self-test of workers/local_servers.py: private MariaDB and Redis children start, keep data, clean up."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import pytest
 import redis
 
-from tests.servers import (
+from workers.local_servers import (
     SYSTEM_PORTS,
     MariaDBServer,
     RedisServer,

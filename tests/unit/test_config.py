@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from app.config import Settings
+from app.core.config import Settings
 
 MYSQL_URL = "mysql+asyncmy://reports:s3cr3t-pw@db.internal:3306/reports"
 

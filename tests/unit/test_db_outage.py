@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from app.api.errors import is_db_outage
+from app.core.db import is_db_outage
 
 
 def error(cls: type[Exception], code: int | None, message: str) -> Exception:

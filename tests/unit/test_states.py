@@ -1,10 +1,11 @@
-"""The job state machine in app/states.py: transitions, backoff and where a failed attempt leads."""
+"""The job state machine in app/core/states.py: transitions, backoff and where a failed attempt leads."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.states import (
+from app.core.backoff import BackoffPolicy
+from app.core.states import (
     CANCELLABLE,
     REPLAYABLE,
     STARTABLE,
@@ -14,7 +15,6 @@ from app.states import (
     can_transition,
     default_max_attempts,
     is_terminal,
-    retry_delay_s,
     status_after_failure,
 )
 
@@ -65,6 +65,7 @@ def test_terminal_jobs_cannot_be_cancelled_or_started() -> None:
         (S.RUNNING, S.RETRYING),
         (S.RUNNING, S.DEAD),
         (S.RUNNING, S.CANCELLED),
+        (S.RUNNING, S.PENDING),  # a worker shutting down hands its attempt back
         (S.RETRYING, S.PENDING),
         (S.RETRYING, S.CANCELLED),
         (S.DEAD, S.PENDING),
@@ -101,27 +102,27 @@ def test_no_status_transitions_to_itself() -> None:
 
 @pytest.mark.parametrize(("attempt", "delay"), [(1, 10.0), (2, 30.0), (3, 60.0)])
 def test_retry_delay_follows_the_list_per_attempt(attempt: int, delay: float) -> None:
-    assert retry_delay_s(DEFAULT_DELAYS, attempt) == delay
+    assert BackoffPolicy.listed(DEFAULT_DELAYS).delay_s(attempt) == delay
 
 
 @pytest.mark.parametrize("attempt", [4, 5, 100])
 def test_retry_delay_beyond_the_list_repeats_the_last(attempt: int) -> None:
-    assert retry_delay_s(DEFAULT_DELAYS, attempt) == 60.0
+    assert BackoffPolicy.listed(DEFAULT_DELAYS).delay_s(attempt) == 60.0
 
 
 def test_retry_delay_of_an_empty_list_is_zero() -> None:
-    assert retry_delay_s([], 1) == 0.0
-    assert retry_delay_s([], 7) == 0.0
+    assert BackoffPolicy.listed([]).delay_s(1) == 0.0
+    assert BackoffPolicy.listed([]).delay_s(7) == 0.0
 
 
 def test_retry_delay_is_a_float_and_keeps_fractions() -> None:
-    result = retry_delay_s([0.2, 0.4], 2)
+    result = BackoffPolicy.listed([0.2, 0.4]).delay_s(2)
     assert isinstance(result, float)
     assert result == pytest.approx(0.4)
 
 
 def test_retry_delay_for_attempt_zero_uses_the_first_delay() -> None:
-    assert retry_delay_s(DEFAULT_DELAYS, 0) == 10.0
+    assert BackoffPolicy.listed(DEFAULT_DELAYS).delay_s(0) == 10.0
 
 
 @pytest.mark.parametrize(("attempt", "max_attempts"), [(1, 4), (2, 4), (3, 4), (1, 2)])
@@ -150,7 +151,7 @@ def test_default_schedule_ends_dead_after_attempt_four() -> None:
     waits = []
     attempt = 1
     while status_after_failure(attempt, max_attempts, retryable=True) == S.RETRYING:
-        waits.append(retry_delay_s(DEFAULT_DELAYS, attempt))
+        waits.append(BackoffPolicy.listed(DEFAULT_DELAYS).delay_s(attempt))
         attempt += 1
     assert waits == [10.0, 30.0, 60.0]
     assert attempt == 4

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from app.core.storage import AtomicFile, attempt_dir, resolve_output, safe_filename
 from app.reports.base import ReportContext
-from app.storage import AtomicFile, attempt_dir, resolve_output, safe_filename
 
 SAFE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 

@@ -1,0 +1,69 @@
+"""Liveness, readiness, Prometheus metrics, and the root path.
+
+`/healthz` does no I/O; `/readyz` checks MySQL and Redis with short timeouts; `GET /` points at the docs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from app.api.errors import PROBLEM_JSON, problem_responses
+from app.api.schemas import Health
+from app.core import db, queue
+
+router = APIRouter(tags=["health"])
+
+READY_TIMEOUT_S = 2.0
+
+
+@router.get("/", include_in_schema=False)
+async def root() -> RedirectResponse:
+    return RedirectResponse("/docs", status_code=307)
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    summary="Prometheus metrics (bind privately)",
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}},
+)
+async def metrics() -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/healthz", response_model=Health, summary="Liveness (no I/O)")
+async def healthz() -> Health:
+    return Health(status="ok")
+
+
+@router.get(
+    "/readyz",
+    response_model=Health,
+    responses=problem_responses(503),
+    summary="Readiness: MySQL and Redis reachable",
+)
+async def readyz() -> JSONResponse:
+    checks: dict[str, str] = {}
+    for name, check in (("database", db.ping), ("redis", queue.ping)):
+        try:
+            await asyncio.wait_for(check(), READY_TIMEOUT_S)
+            checks[name] = "ok"
+        except Exception as exc:
+            checks[name] = f"unavailable: {type(exc).__name__}"
+    if all(v == "ok" for v in checks.values()):
+        return JSONResponse({"status": "ok", "checks": checks})
+    return JSONResponse(
+        {
+            "type": "/problems/service-unavailable",
+            "title": "Service Unavailable",
+            "status": 503,
+            "detail": "A dependency is unreachable.",
+            "checks": checks,
+        },
+        status_code=503,
+        media_type=PROBLEM_JSON,
+    )

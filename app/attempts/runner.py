@@ -1,0 +1,170 @@
+"""Runs one delivery of a report job: start (CAS), the report under our timeout and heartbeat, finish (CAS).
+
+Knows nothing of arq: it returns a `RunResult` that the worker turns into `Retry(defer=…)` or nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential
+
+from app.attempts import service
+from app.attempts.steps import run_steps
+from app.core.config import get_settings
+from app.core.db import is_db_outage
+from app.core.states import AttemptKey, AttemptOutcome, JobStatus
+from app.reports.base import PermanentError, ReportContext
+from app.reports.registry import registry
+
+log = logging.getLogger(__name__)
+
+# How long a finished attempt keeps trying to record its outcome while MySQL is unreachable.
+RECORD_OUTCOME_FOR_S = 120.0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    defer_s: float | None = None  # run this delivery again after that many seconds
+    detail: str = ""
+
+
+def record_retrying() -> AsyncRetrying:
+    """Recording an outcome rides out a database outage; a SQL or schema bug is raised at once (retrying
+    it for minutes only hides it)."""
+    return AsyncRetrying(
+        retry=retry_if_exception(is_db_outage),
+        wait=wait_exponential(multiplier=0.1, max=5),
+        stop=stop_after_delay(RECORD_OUTCOME_FOR_S),
+        reraise=True,
+    )
+
+
+async def _heartbeat_loop(
+    key: AttemptKey, ctx: ReportContext, task: asyncio.Task[Any], state: dict[str, str]
+) -> None:
+    interval_s = get_settings().heartbeat_interval_s
+    while not task.done():
+        await asyncio.sleep(interval_s)
+        try:
+            mine, cancel_requested = await service.heartbeat(key, ctx.progress)
+        except Exception as exc:  # MySQL blip: keep running, the next beat may get through
+            log.warning("heartbeat failed", extra={"job_id": key.job_id, "error": repr(exc)})
+            continue
+        if not mine:
+            state["stopped"] = "superseded"
+            task.cancel()
+            return
+        if cancel_requested:
+            state["stopped"] = "cancelled"
+            task.cancel()
+            return
+
+
+def classify(exc: BaseException) -> tuple[AttemptOutcome, dict[str, Any]]:
+    if isinstance(exc, PermanentError | ValidationError):
+        return AttemptOutcome.FAILED, service.error_dict(type(exc).__name__, str(exc), retryable=False)
+    if isinstance(exc, TimeoutError):
+        return AttemptOutcome.TIMED_OUT, service.error_dict("TimeoutError", str(exc) or "timed out", True)
+    return AttemptOutcome.FAILED, service.error_dict(
+        type(exc).__name__, str(exc) or repr(exc), retryable=True
+    )
+
+
+async def run_job(job_id: str, worker: str) -> RunResult:
+    decision = await service.start_attempt(job_id, worker)
+    if isinstance(decision, service.NotDue):
+        return RunResult(defer_s=decision.delay_s, detail="not due yet")
+    if isinstance(decision, service.Skip | service.Blocked):
+        return RunResult(detail=decision.reason)
+    job, key = decision.job, decision.key
+    settings = get_settings()
+    ctx = ReportContext(
+        job_id=job.id,
+        tenant=job.tenant,
+        attempt=key.attempt,
+        replay=key.replay,
+        attempts_total=job.attempts_total,
+        output_root=settings.output_dir,
+    )
+    rtype = registry.get(job.report_type)
+    outcome: AttemptOutcome | None = None
+    error: dict[str, Any] | None = None
+    if rtype is None:
+        outcome, error = (
+            AttemptOutcome.FAILED,
+            service.error_dict(
+                "UnknownReportType", f"no report type {job.report_type!r} is registered on this worker", False
+            ),
+        )
+    else:
+        try:
+            params = rtype.params_model.model_validate(job.params)
+        except ValidationError as exc:
+            outcome, error = classify(exc)
+    if outcome is None and rtype is not None:
+        work = run_steps(ctx, params, rtype, key) if rtype.steps else rtype.fn(ctx, params)  # type: ignore[misc]
+        outcome, error = await _run_report(work, job.timeout_s, key, ctx)
+    if outcome is None:
+        await service.note_late_result(key, AttemptOutcome.SUPERSEDED)
+        return RunResult(detail="stopped: attempt no longer ours")
+    async for attempt in record_retrying():
+        with attempt:
+            if outcome == AttemptOutcome.SUCCEEDED:
+                if not await service.complete_attempt(key, ctx.output_info):
+                    await service.note_late_result(key, outcome)
+                return RunResult(detail="done")
+            if outcome == AttemptOutcome.CANCELLED:
+                await service.finish_cancelled(key)
+                return RunResult(detail="cancelled")
+            assert error is not None
+            result = await service.fail_attempt(key, outcome, error)
+            if not result.applied:
+                await service.note_late_result(key, outcome)
+    if result.applied and result.status == JobStatus.RETRYING:
+        return RunResult(defer_s=result.delay_s, detail="retrying")
+    return RunResult(detail=result.status.value if result.status else "discarded")
+
+
+async def _run_report(
+    coro: Any, timeout_s: float, key: AttemptKey, ctx: ReportContext
+) -> tuple[AttemptOutcome | None, dict[str, Any] | None]:
+    task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+    state: dict[str, str] = {}
+    beat = asyncio.create_task(_heartbeat_loop(key, ctx, task, state))
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+        if not done:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            return AttemptOutcome.TIMED_OUT, service.error_dict(
+                "TimeoutError", f"attempt exceeded its {timeout_s:g} s time limit", True
+            )
+        if task.cancelled():
+            if state.get("stopped") == "cancelled":
+                return AttemptOutcome.CANCELLED, service.error_dict(
+                    "Cancelled", "cancelled on request", False
+                )
+            return None, None
+        exc = task.exception()
+        if exc is None:
+            return AttemptOutcome.SUCCEEDED, None
+        return classify(exc)
+    except asyncio.CancelledError:
+        # Worker shutdown past its grace period: hand the attempt back unburnt; arq re-queues the message.
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        with contextlib.suppress(Exception):
+            await asyncio.shield(service.release_attempt(key))
+        raise
+    finally:
+        beat.cancel()
+        with contextlib.suppress(BaseException):
+            await beat

@@ -1,0 +1,281 @@
+"""Attempts, as a worker and the stuck-job scan drive them: start, heartbeat, complete, fail, cancel,
+hand back, declare lost. Every change is a compare-and-set on the attempt's key, so a second delivery never
+starts a job twice and a late result from a superseded attempt changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from app.attempts.repository import AttemptRepository
+from app.core import queue
+from app.core.config import get_settings
+from app.core.db import session_scope
+from app.core.errors import NotFound
+from app.core.ids import new_id
+from app.core.states import STARTABLE, AttemptKey, AttemptOutcome, JobStatus, status_after_failure
+from app.core.tenancy import EVERY_TENANT, TenantScope
+from app.core.times import utcnow
+from app.dead_letters.repository import DeadLetterRepository
+from app.jobs.effects import NO_EFFECTS, TerminalEffects, stage_terminal_effects
+from app.jobs.repository import JobRepository
+from app.models import DeadLetter, JobAttempt, ReportJob
+from app.reports.base import OutputInfo
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Started:
+    job: ReportJob
+    key: AttemptKey
+
+
+@dataclass(frozen=True)
+class NotDue:
+    delay_s: float
+
+
+@dataclass(frozen=True)
+class Skip:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """An earlier job of the same ordering key must finish first; its finish wakes this one."""
+
+    blocker_id: str
+
+    @property
+    def reason(self) -> str:
+        return f"waiting for {self.blocker_id} (same ordering key)"
+
+
+@dataclass(frozen=True)
+class FailResult:
+    applied: bool
+    status: JobStatus | None = None
+    delay_s: float = 0.0
+
+
+def error_dict(exc_type: str, message: str, retryable: bool) -> dict[str, Any]:
+    return {"type": exc_type, "message": message[:2000], "retryable": retryable}
+
+
+async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip | Blocked:
+    """CAS a startable, due job to running; a second delivery of the same job gets Skip."""
+    now = utcnow()
+    async with session_scope() as session:
+        jobs, attempts = JobRepository(session), AttemptRepository(session)
+        job = await jobs.get_job(job_id, EVERY_TENANT)
+        if job is None:
+            return Skip("job not found")
+        if job.status not in STARTABLE:
+            return Skip(f"job is {job.status.value}")
+        due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
+        if job.status != JobStatus.PENDING and due_at is not None and due_at > now:
+            return NotDue((due_at - now).total_seconds())
+        if job.ordering_key:
+            blocker = await jobs.ordering_blocker(job)
+            if blocker is not None:
+                if job.blocked_by != blocker:
+                    await jobs.set_blocked_by(job.id, blocker)
+                return Blocked(blocker)
+        if await attempts.start(job, now, worker) != 1:
+            return Skip("another delivery started this job")
+        key = AttemptKey(
+            job.id, job.attempt + 1, job.replay_count, has_effects=bool(job.callback_url or job.ordering_key)
+        )
+        await attempts.add_attempt(
+            JobAttempt(
+                job_id=job.id,
+                replay=key.replay,
+                attempt=key.attempt,
+                started_at=now,
+                outcome=AttemptOutcome.RUNNING,
+                worker=worker,
+            )
+        )
+        job.status = JobStatus.RUNNING
+        job.attempt = key.attempt
+        job.attempts_total += 1
+        job.started_at = now
+    return Started(job, key)
+
+
+async def heartbeat(key: AttemptKey, progress: float | None) -> tuple[bool, bool]:
+    """Refresh the attempt's heartbeat; returns (still ours, cancel requested)."""
+    values: dict[str, Any] = {"heartbeat_at": utcnow()}
+    if progress is not None:
+        values["progress"] = progress
+    async with session_scope() as session:
+        attempts = AttemptRepository(session)
+        if await attempts.update_running(key, values) == 1:
+            return True, bool(await attempts.cancel_requested(key))
+    return False, False
+
+
+async def _effects(session: Any, key: AttemptKey) -> TerminalEffects:
+    return await stage_terminal_effects(session, key.job_id) if key.has_effects else NO_EFFECTS
+
+
+async def complete_attempt(key: AttemptKey, output: OutputInfo | None) -> bool:
+    """Running → done for this attempt only; False if the attempt was superseded meanwhile."""
+    now = utcnow()
+    values: dict[str, Any] = {
+        "status": JobStatus.DONE.value,
+        "finished_at": now,
+        "updated_at": now,
+        "progress": 1.0,
+        "last_error": None,
+        "heartbeat_at": None,
+    }
+    if output is not None:
+        values.update(output.columns())
+    async with session_scope() as session:
+        attempts = AttemptRepository(session)
+        if await attempts.update_running(key, values) != 1:
+            log.warning("late success discarded", extra={"job_id": key.job_id, "attempt": key.attempt})
+            return False
+        await attempts.finish_attempt(key, AttemptOutcome.SUCCEEDED, now, None)
+        effects = await _effects(session, key)
+    await effects.publish()
+    return True
+
+
+async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str, Any]) -> FailResult:
+    """Running → retrying (with backoff) or dead (with its dead letter, same transaction)."""
+    settings = get_settings()
+    now = utcnow()
+    async with session_scope() as session:
+        attempts = AttemptRepository(session)
+        job = await JobRepository(session).get_job(key.job_id, EVERY_TENANT)
+        if job is None:
+            return FailResult(applied=False)
+        target = status_after_failure(key.attempt, job.max_attempts, bool(error.get("retryable")))
+        values: dict[str, Any] = {
+            "status": target.value,
+            "last_error": error,
+            "updated_at": now,
+            "heartbeat_at": None,
+        }
+        delay_s = 0.0
+        if target == JobStatus.RETRYING:
+            delay_s = settings.attempt_backoff.delay_s(key.attempt)
+            values["next_attempt_at"] = now + timedelta(seconds=delay_s)
+        else:
+            values["finished_at"] = now
+        if await attempts.update_running(key, values) != 1:
+            log.warning("late failure discarded", extra={"job_id": key.job_id, "attempt": key.attempt})
+            return FailResult(applied=False)
+        await attempts.finish_attempt(key, outcome, now, error)
+        letter_id, effects = None, NO_EFFECTS
+        if target == JobStatus.DEAD:
+            letter_id = new_id()
+            await DeadLetterRepository(session).add_letter(
+                DeadLetter(
+                    id=letter_id,
+                    job_id=job.id,
+                    tenant=job.tenant,
+                    report_type=job.report_type,
+                    params=job.params,
+                    error=error,
+                    attempts=key.attempt,
+                    created_at=now,
+                    expire_at=now + timedelta(seconds=settings.dead_letter_ttl_s),
+                )
+            )
+            effects = await _effects(session, key)
+    if letter_id is not None:
+        await queue.enqueue_dead_letter(letter_id)
+    await effects.publish()
+    return FailResult(applied=True, status=target, delay_s=delay_s)
+
+
+async def finish_cancelled(key: AttemptKey) -> bool:
+    """A running attempt stopped because a cancel was requested: running → cancelled."""
+    now = utcnow()
+    error = error_dict("Cancelled", "cancelled on request while running", retryable=False)
+    values = {
+        "status": JobStatus.CANCELLED.value,
+        "finished_at": now,
+        "updated_at": now,
+        "heartbeat_at": None,
+    }
+    async with session_scope() as session:
+        attempts = AttemptRepository(session)
+        if await attempts.update_running(key, values) != 1:
+            return False
+        await attempts.finish_attempt(key, AttemptOutcome.CANCELLED, now, error)
+        effects = await _effects(session, key)
+    await effects.publish()
+    return True
+
+
+async def release_attempt(key: AttemptKey) -> bool:
+    """Hand an unfinished attempt back (worker shutdown) unburnt: running → pending, attempt - 1."""
+    now = utcnow()
+    error = error_dict("WorkerShutdown", "the worker stopped before the attempt finished; handed back", True)
+    values = {
+        "status": JobStatus.PENDING.value,
+        "attempt": key.attempt - 1,
+        "heartbeat_at": None,
+        "updated_at": now,
+        "next_attempt_at": None,
+    }
+    async with session_scope() as session:
+        attempts = AttemptRepository(session)
+        if await attempts.update_running(key, values) != 1:
+            return False
+        await attempts.uncount_attempt(key.job_id)
+        await attempts.finish_attempt(key, AttemptOutcome.SUPERSEDED, now, error)
+    return True
+
+
+async def record_output(key: AttemptKey, output: OutputInfo) -> None:
+    """Keep a step's output on the job at once: later attempts may skip the step that made it."""
+    async with session_scope() as session:
+        await AttemptRepository(session).update_running(key, output.columns())
+
+
+async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
+    """Running attempts silent for `stuck_after_s` → outcome lost (LostWorker) → retry or dead as usual."""
+    now = utcnow()
+    async with session_scope() as session:
+        stuck = await AttemptRepository(session).stuck_jobs(now - timedelta(seconds=stuck_after_s), limit)
+    declared = 0
+    for job in stuck:
+        key = AttemptKey(job.id, job.attempt, job.replay_count)
+        if job.cancel_requested:
+            declared += await finish_cancelled(key)
+            continue
+        message = f"no heartbeat for {stuck_after_s:g} s from worker {job.worker or '?'}"
+        result = await fail_attempt(key, AttemptOutcome.LOST, error_dict("LostWorker", message, True))
+        if not result.applied:
+            continue
+        declared += 1
+        if result.status == JobStatus.RETRYING:
+            # The killed worker's arq message may linger in Redis until its lease expires: add a fresh one.
+            await queue.enqueue_run(
+                job.id,
+                job.replay_count,
+                defer_until=now + timedelta(seconds=result.delay_s),
+                suffix=f"lost{key.attempt}",
+            )
+    return declared
+
+
+async def note_late_result(key: AttemptKey, outcome: AttemptOutcome) -> None:
+    async with session_scope() as session:
+        await AttemptRepository(session).note_late_result(key, outcome.value, utcnow())
+
+
+async def list_attempts(job_id: str, scope: TenantScope) -> list[JobAttempt]:
+    async with session_scope() as session:
+        if await JobRepository(session).get_job(job_id, scope) is None:
+            raise NotFound(f"No job {job_id!r}.")
+        return await AttemptRepository(session).list_attempts(job_id)

@@ -1,0 +1,171 @@
+"""Settings for every process, read from the environment and `.env` (see the README's table).
+
+Times are seconds and may be fractional so tests can run the whole state machine quickly.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from app.core.backoff import BackoffPolicy
+from app.core.states import default_max_attempts
+
+PLACEHOLDER_SECRETS = {"", "changeme", "change-me", "secret", "password", "xxx", "todo", "sec", "example"}
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    env: str = "development"
+    database_url: SecretStr = SecretStr("sqlite+aiosqlite:///./var/reports.db")
+    redis_url: SecretStr | None = None
+    retry_delays_s: Annotated[list[float], NoDecode] = Field(default_factory=lambda: [10.0, 30.0, 60.0])
+    job_timeout_s: float = Field(300.0, gt=0)
+    stuck_after_s: float = Field(360.0, gt=0)
+    scan_interval_s: float = Field(60.0, gt=0)
+    dead_letter_ttl_s: float = Field(604800.0, gt=0)
+    dead_letter_retention_s: float = Field(90 * 86400.0, gt=0)
+    job_retention_s: float = Field(259200.0, gt=0)
+    output_dir: Path = Path("./var/outputs")
+    dingtalk_webhook_url: SecretStr | None = None
+    dingtalk_secret: SecretStr | None = None
+    feishu_webhook_url: SecretStr | None = None
+    feishu_secret: SecretStr | None = None
+    alert_webhook_url: SecretStr | None = None
+    alert_webhook_secret: SecretStr | None = None
+    alert_max_per_minute: int = Field(20, gt=0)
+    alert_rate_window_s: float = Field(60.0, gt=0)
+    alert_coalesce_s: float = Field(1.0, ge=0)
+    alert_timeout_s: float = Field(5.0, gt=0)
+    alert_retry_max_s: float = Field(300.0, gt=0)
+    public_base_url: str = "http://127.0.0.1:8000"
+    callback_secret: SecretStr | None = None
+    callback_tenant_secrets: Annotated[dict[str, SecretStr], NoDecode] = Field(default_factory=dict)
+    callback_retry_delays_s: Annotated[list[float], NoDecode] = Field(
+        default_factory=lambda: [60.0 * (2 * n + 1) for n in range(9)]
+    )
+    callback_max_attempts: int = Field(10, gt=0)
+    callback_timeout_s: float = Field(10.0, gt=0)
+    callback_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    enable_demo_reports: bool = False
+    report_modules: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    max_body_bytes: int = Field(65536, gt=0)
+    max_params_depth: int = Field(8, gt=0)
+    max_params_string_chars: int = Field(10_000, gt=0)
+    max_params_items: int = Field(2_000, gt=0)
+    submit_rate_limit_per_minute: int = Field(0, ge=0)
+    idempotency_ttl_s: float = Field(86400.0, gt=0)
+    api_key_cache_ttl_s: float = Field(2.0, ge=0)
+    worker_max_jobs: int = Field(10, gt=0)
+    worker_poll_delay_s: float = Field(0.5, gt=0)
+    worker_shutdown_grace_s: float = Field(30.0, ge=0)
+    queue_name: str = "arq:queue"
+    dead_letter_queue_name: str = "arq:dead-letters"
+    db_pool_size: int = Field(10, gt=0)
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    @field_validator("retry_delays_s", "callback_retry_delays_s", mode="before")
+    @classmethod
+    def _parse_delays(cls, value: object) -> object:
+        if isinstance(value, str):
+            import json
+
+            text = value.strip()
+            parsed = json.loads(text) if text.startswith("[") else [p for p in text.split(",") if p.strip()]
+            return [float(p) for p in parsed]
+        return value
+
+    @field_validator("callback_tenant_secrets", mode="before")
+    @classmethod
+    def _parse_secret_map(cls, value: object) -> object:
+        if isinstance(value, str):
+            import json
+
+            return json.loads(value) if value.strip() else {}
+        return value
+
+    @field_validator("report_modules", "callback_allowed_hosts", mode="before")
+    @classmethod
+    def _parse_modules(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [m.strip() for m in value.split(",") if m.strip()]
+        return value
+
+    @field_validator("retry_delays_s", "callback_retry_delays_s")
+    @classmethod
+    def _delays_non_negative(cls, value: list[float]) -> list[float]:
+        if any(d < 0 for d in value):
+            raise ValueError("retry delays must be >= 0")
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_placeholders_in_production(self) -> Settings:
+        if self.env.lower() != "production":
+            return self
+        if self.dingtalk_secret is not None and self.dingtalk_secret.get_secret_value().lower() in (
+            PLACEHOLDER_SECRETS
+        ):
+            raise ValueError("DINGTALK_SECRET looks like a placeholder; refusing to start in production")
+        for name in ("feishu_secret", "alert_webhook_secret"):
+            value: SecretStr | None = getattr(self, name)
+            if value is not None and value.get_secret_value().lower() in PLACEHOLDER_SECRETS:
+                raise ValueError(f"{name.upper()} looks like a placeholder; refusing to start in production")
+        secrets = [self.callback_secret, *self.callback_tenant_secrets.values()]
+        if any(s is not None and s.get_secret_value().lower() in PLACEHOLDER_SECRETS for s in secrets):
+            raise ValueError("a CALLBACK secret looks like a placeholder; refusing to start in production")
+        url = self.database_url.get_secret_value()
+        if url.startswith("sqlite"):
+            raise ValueError("DATABASE_URL must point at MySQL in production")
+        for word in ("changeme", "change-me", ":password@", ":secret@"):
+            if word in url:
+                raise ValueError("DATABASE_URL has a placeholder password; refusing to start in production")
+        return self
+
+    @property
+    def default_max_attempts(self) -> int:
+        return default_max_attempts(self.retry_delays_s)
+
+    @property
+    def attempt_backoff(self) -> BackoffPolicy:
+        """Waits between a job's attempts (RETRY_DELAYS_S)."""
+        return BackoffPolicy.listed(self.retry_delays_s)
+
+    @property
+    def callback_backoff(self) -> BackoffPolicy:
+        """Waits between completion-callback tries (CALLBACK_RETRY_DELAYS_S)."""
+        return BackoffPolicy.listed(self.callback_retry_delays_s or [60.0])
+
+    @property
+    def alert_backoff(self) -> BackoffPolicy:
+        """Waits between alert-delivery tries: 1, 2, 4 … s up to ALERT_RETRY_MAX_S."""
+        return BackoffPolicy.doubling(1.0, self.alert_retry_max_s)
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        """Often enough that a live attempt is never mistaken for a lost one."""
+        return max(0.05, min(self.stuck_after_s / 4, 10.0))
+
+    @property
+    def effective_redis_url(self) -> str:
+        return self.redis_url.get_secret_value() if self.redis_url else DEFAULT_REDIS_URL
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.get_secret_value().startswith("sqlite")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+def reset_settings() -> None:
+    """Forget the cached settings (tests change the environment between apps)."""
+    get_settings.cache_clear()

@@ -1,0 +1,116 @@
+"""Database engine and sessions: one engine per process, SQLite tuned for several processes.
+
+`session_scope()` commits on success and rolls back on error; `is_db_outage()` tells an outage from a bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+from app.core.config import Settings, get_settings
+
+_engine: AsyncEngine | None = None
+_sessionmaker: async_sessionmaker[AsyncSession] | None = None
+
+
+def create_engine(settings: Settings, process_name: str = "app") -> AsyncEngine:
+    url = settings.database_url.get_secret_value()
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if url.startswith("sqlite"):
+        kwargs["connect_args"] = {"timeout": 30}
+    else:
+        kwargs.update(
+            pool_size=settings.db_pool_size,
+            max_overflow=settings.db_pool_size,
+            pool_recycle=1800,
+            pool_timeout=10,
+            isolation_level="READ COMMITTED",
+            # session_scope() always ends its transaction: the pool's extra ROLLBACK round trip buys nothing.
+            pool_reset_on_return=None,
+            connect_args={"connect_timeout": 5},
+        )
+    engine = create_async_engine(url, **kwargs)
+    if url.startswith("sqlite"):
+        _install_sqlite_pragmas(engine)
+    return engine
+
+
+def _install_sqlite_pragmas(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # Take the write lock up front so concurrent writers queue on busy_timeout instead of failing.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def get_engine() -> AsyncEngine:
+    global _engine, _sessionmaker
+    if _engine is None:
+        _engine = create_engine(get_settings())
+        _sessionmaker = async_sessionmaker(_engine, expire_on_commit=False)
+    return _engine
+
+
+def get_sessionmaker() -> async_sessionmaker[AsyncSession]:
+    get_engine()
+    assert _sessionmaker is not None
+    return _sessionmaker
+
+
+@asynccontextmanager
+async def session_scope() -> AsyncIterator[AsyncSession]:
+    async with get_sessionmaker()() as session:
+        try:
+            yield session
+            await session.commit()
+        except BaseException:
+            await session.rollback()
+            raise
+
+
+async def dispose_engine() -> None:
+    global _engine, _sessionmaker
+    if _engine is not None:
+        await _engine.dispose()
+    _engine = None
+    _sessionmaker = None
+
+
+async def ping() -> None:
+    """One round trip to the database (readiness)."""
+    async with session_scope() as session:
+        await session.execute(text("SELECT 1"))
+
+
+# MySQL client/server codes that mean "cannot talk to the database right now".
+OUTAGE_CODES = frozenset({1040, 1053, 1205, 1213, 2002, 2003, 2005, 2006, 2013, 2055})
+
+
+def is_db_outage(exc: BaseException) -> bool:
+    """True for a lost or refused connection, a full pool, a deadlock or lock wait: worth retrying. False for
+    SQL and schema bugs (an unknown column is error 1054): retrying those only loops."""
+    if isinstance(exc, PoolTimeoutError | ConnectionError | OSError):
+        return True
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        args = getattr(exc.orig, "args", ())
+        if args and isinstance(args[0], int):
+            return args[0] in OUTAGE_CODES
+        return isinstance(exc, OperationalError)  # SQLite "database is locked" and drivers without codes
+    return False

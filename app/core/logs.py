@@ -1,0 +1,57 @@
+"""Process-wide logging: JSON lines on stderr by default, readable text lines when LOG_JSON=false (`make run`).
+
+Secrets never reach logs: settings hold them as SecretStr and nothing logs raw keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from pythonjsonlogger.json import JsonFormatter
+
+from app.core.config import get_settings
+
+# Attributes every LogRecord has; anything else on a record came from `extra=` and is worth showing.
+_STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# Libraries that log each request or tick at INFO: their routine lines only at WARNING.
+QUIET_LOGGERS = ("httpx", "httpcore", "apscheduler")
+
+
+class TextFormatter(logging.Formatter):
+    """`12:00:30 WARNING app.core.queue: enqueue failed job_id=01J… error=…`: one line, extras included."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extras = {k: v for k, v in vars(record).items() if k not in _STANDARD_ATTRS and not k.startswith("_")}
+        if not extras:
+            return line
+        pairs = " ".join(f"{key}={value}" for key, value in extras.items())
+        head, newline, tail = line.partition("\n")  # a traceback stays below the first line
+        return f"{head} {pairs}{newline}{tail}"
+
+
+def setup_logging(process: str) -> None:
+    settings = get_settings()
+    handler = logging.StreamHandler(sys.stderr)
+    if settings.log_json:
+        handler.setFormatter(
+            JsonFormatter(
+                "%(asctime)s %(levelname)s %(name)s %(message)s", static_fields={"process": process}
+            )
+        )
+    else:
+        handler.setFormatter(TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.log_level.upper())
+    # uvicorn gives its loggers handlers of their own (plain text even in JSON mode): route them through ours.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "arq"):
+        logging.getLogger(name).handlers.clear()
+        logging.getLogger(name).propagate = True
+    # httpx logs every request URL at INFO; webhook URLs carry tokens (DingTalk's access_token).
+    for noisy in QUIET_LOGGERS:
+        logging.getLogger(noisy).setLevel(logging.WARNING)

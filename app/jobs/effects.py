@@ -1,0 +1,61 @@
+"""What a job's terminal transition sets off: its completion callback and the next job of its ordering key.
+
+Staged inside the transition's own transaction (the callback's outbox row), published after the commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.callbacks.service import stage_delivery
+from app.core import queue
+from app.core.db import session_scope
+from app.core.tenancy import EVERY_TENANT
+from app.jobs.repository import JobRepository
+from app.jobs.schemas import JobPublic
+
+
+@dataclass
+class TerminalEffects:
+    """What must happen after a terminal transition commits: its callback, and its ordering successor."""
+
+    delivery_id: str | None = None
+    ordering: tuple[str, str, str] | None = None  # tenant, ordering key, the job that finished
+
+    async def publish(self) -> None:
+        if self.delivery_id is not None:
+            await queue.enqueue_callback(self.delivery_id)
+        if self.ordering is not None:
+            await wake_next_in_order(*self.ordering)
+
+
+NO_EFFECTS = TerminalEffects()
+
+
+async def stage_terminal_effects(session: AsyncSession, job_id: str) -> TerminalEffects:
+    """Read the job as the transition left it and stage its effects in the same transaction."""
+    job = await JobRepository(session).get_job(job_id, EVERY_TENANT)
+    if job is None:
+        return TerminalEffects()
+    effects = TerminalEffects()
+    if job.ordering_key:
+        effects.ordering = (job.tenant, job.ordering_key, job.id)
+    if job.callback_url:
+        document = JobPublic.of(job).document()
+        effects.delivery_id = await stage_delivery(
+            session, job.id, job.tenant, job.callback_url, job.status.value, document
+        )
+    return effects
+
+
+async def wake_next_in_order(tenant: str, ordering_key: str, woken_by: str) -> None:
+    """Enqueue the earliest pending job of an ordering key (it re-checks its predecessors itself).
+
+    The message id names the finished predecessor: a message of the successor's own may sit under a killed
+    worker's arq lease, and must not swallow this wake-up by deduplication."""
+    async with session_scope() as session:
+        job = await JobRepository(session).next_in_order(tenant, ordering_key)
+    if job is not None:
+        await queue.enqueue_run(job.id, job.replay_count, suffix=f"after-{woken_by}")

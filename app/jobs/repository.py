@@ -1,0 +1,172 @@
+"""SQL of the jobs domain: insert, read and list jobs, the cancel and replay compare-and-sets, ordering keys.
+
+Every status change is a guarded UPDATE (`Repository.guarded_update`): status + attempt + replay_count must
+still be what the caller read, and the move must be in the state table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import and_, func, insert, or_, select
+from sqlalchemy.sql import ColumnElement
+
+from app.core.repository import Repository, insert_values, table_of
+from app.core.states import REPLAYABLE, WAITING, AttemptKey, JobStatus, values
+from app.core.tenancy import TenantScope
+from app.models import ReportJob
+
+JOBS = table_of(ReportJob)
+job = JOBS.c
+# Values go in as execution parameters, so SQLAlchemy compiles the INSERT once per process.
+JOBS_INSERT = insert(JOBS)
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    scope: TenantScope
+    statuses: Sequence[JobStatus] = ()
+    report_type: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+class JobRepository(Repository):
+    async def add_job(self, row: ReportJob) -> None:
+        # A Core INSERT: the ORM unit of work costs more than the statement on this hot path.
+        await self.session.execute(JOBS_INSERT, insert_values(JOBS, row))
+
+    async def get_job(self, job_id: str, scope: TenantScope) -> ReportJob | None:
+        # populate_existing: a caller that just ran a guarded UPDATE must see the row as it is now.
+        stmt = select(ReportJob).where(job.id == job_id).execution_options(populate_existing=True)
+        if scope.tenant is not None:
+            stmt = stmt.where(job.tenant == scope.tenant)
+        return await self.first(stmt, ReportJob)
+
+    async def get_job_by_idempotency_key(self, tenant: str, key: str) -> ReportJob | None:
+        stmt = select(ReportJob).where(job.tenant == tenant, job.idempotency_key == key)
+        return await self.first(stmt, ReportJob)
+
+    async def list_jobs(self, flt: JobFilter, before_id: str | None, limit: int) -> list[ReportJob]:
+        """Newest first by id (ULIDs sort by creation time); `before_id` is the keyset cursor."""
+        conds: list[ColumnElement[bool]] = []
+        if flt.scope.tenant is not None:
+            conds.append(job.tenant == flt.scope.tenant)
+        if flt.statuses:
+            conds.append(job.status.in_([s.value for s in flt.statuses]))
+        if flt.report_type:
+            conds.append(job.report_type == flt.report_type)
+        if flt.created_after:
+            conds.append(job.created_at >= flt.created_after)
+        if flt.created_before:
+            conds.append(job.created_at < flt.created_before)
+        if before_id:
+            conds.append(job.id < before_id)
+        stmt = select(ReportJob).where(and_(*conds)) if conds else select(ReportJob)
+        return await self.all(stmt.order_by(job.id.desc()).limit(limit), ReportJob)
+
+    async def count_jobs(self, scope: TenantScope) -> int:
+        stmt = select(func.count()).select_from(JOBS)
+        if scope.tenant is not None:
+            stmt = stmt.where(job.tenant == scope.tenant)
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def cancel_waiting(self, row: ReportJob, now: datetime) -> int:
+        """pending/scheduled/retrying → cancelled, only if nothing changed since `row` was read."""
+        return await self.guarded_update(
+            JOBS,
+            [
+                job.id == row.id,
+                job.status == row.status.value,
+                job.attempt == row.attempt,
+                job.replay_count == row.replay_count,
+                job.status.in_(values(WAITING)),
+            ],
+            {
+                "status": JobStatus.CANCELLED.value,
+                "finished_at": now,
+                "next_attempt_at": None,
+                "updated_at": now,
+            },
+            from_statuses=WAITING,
+        )
+
+    async def request_cancel(self, key: AttemptKey, now: datetime) -> int:
+        """Flag a running attempt to stop: its next heartbeat sees the flag and cancels the report."""
+        return await self.guarded_update(
+            JOBS,
+            [
+                job.id == key.job_id,
+                job.status == JobStatus.RUNNING.value,
+                job.attempt == key.attempt,
+                job.replay_count == key.replay,
+            ],
+            {"cancel_requested": True, "updated_at": now},
+            from_statuses={JobStatus.RUNNING},
+        )
+
+    async def replay(self, row: ReportJob, now: datetime) -> int:
+        """dead/cancelled → pending with the attempt counter reset and replay_count + 1."""
+        return await self.guarded_update(
+            JOBS,
+            [
+                job.id == row.id,
+                job.status == row.status.value,
+                job.replay_count == row.replay_count,
+                job.status.in_(values(REPLAYABLE)),
+            ],
+            {
+                "status": JobStatus.PENDING.value,
+                "attempt": 0,
+                "replay_count": job.replay_count + 1,
+                "next_attempt_at": None,
+                "finished_at": None,
+                "heartbeat_at": None,
+                "cancel_requested": False,
+                "progress": None,
+                "blocked_by": None,
+                # Output columns stay: a multi-step job keeps the file an earlier attempt's step produced.
+                "updated_at": now,
+            },
+            from_statuses=REPLAYABLE,
+        )
+
+    # ---- ordering keys ----------------------------------------------------------------------------
+
+    async def ordering_blocker(self, row: ReportJob) -> str | None:
+        """The earliest job submitted before `row` under the same (tenant, ordering_key) that must finish
+        first: any unfinished one, or a dead one unless `row` continues past dead predecessors."""
+        blocking = WAITING | {JobStatus.RUNNING}
+        if row.on_predecessor_dead != "continue":
+            blocking |= {JobStatus.DEAD}
+        stmt = (
+            select(job.id)
+            .where(
+                job.tenant == row.tenant,
+                job.ordering_key == row.ordering_key,
+                or_(job.created_at < row.created_at, and_(job.created_at == row.created_at, job.id < row.id)),
+                job.status.in_(values(blocking)),
+            )
+            .order_by(job.created_at, job.id)
+            .limit(1)
+        )
+        return await self.first(stmt, str)
+
+    async def set_blocked_by(self, job_id: str, blocker: str | None) -> None:
+        await self.session.execute(JOBS.update().where(job.id == job_id).values(blocked_by=blocker))
+
+    async def next_in_order(self, tenant: str, ordering_key: str) -> ReportJob | None:
+        """The earliest pending job of an ordering key: the one to wake when its predecessor finishes."""
+        stmt = (
+            select(ReportJob)
+            .where(
+                job.tenant == tenant,
+                job.ordering_key == ordering_key,
+                job.status == JobStatus.PENDING.value,
+            )
+            .order_by(job.created_at, job.id)
+            .limit(1)
+        )
+        return await self.first(stmt, ReportJob)

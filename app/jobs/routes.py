@@ -1,0 +1,182 @@
+"""/v1/jobs: submit, read (with long-poll), list, download the output, cancel, replay, steps.
+
+Thin: the wire shape in, one service call, the wire shape out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import FileResponse, Response
+
+from app.api.deps import PrincipalDep
+from app.api.errors import problem_responses
+from app.api.pagination import Cursor, JobId, Limit, check_id, decode_cursor, next_cursor
+from app.api.responses import model_response
+from app.core.states import JobStatus, is_terminal
+from app.core.wire import IsoDateTime
+from app.jobs import service
+from app.jobs.repository import JobFilter
+from app.jobs.schemas import JobCreate, JobPage, JobPublic, ReplayRequest, StepPublic
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+MAX_WAIT_S = 30
+OUTPUT_MEDIA_TYPES = ("text/csv", "text/plain", "application/octet-stream")
+
+
+def _job_answer(job: JobPublic, status_code: int) -> Response:
+    return model_response(job, status_code, headers={"Location": f"/v1/jobs/{job.id}"})
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=JobPublic,
+    responses={
+        200: {"model": JobPublic, "description": "Idempotent replay: the job created earlier"},
+        **problem_responses(401, 403, 409, 413, 422, 429, 503),
+    },
+    summary="Submit a report job",
+)
+async def submit_job(
+    body: JobCreate,
+    principal: PrincipalDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=200,
+            description="Same key + same body → the same job",
+        ),
+    ] = None,
+) -> Response:
+    req = service.SubmitRequest(
+        report_type=body.report_type,
+        params=body.params,
+        run_at=body.run_at,
+        max_attempts=body.max_attempts,
+        ordering_key=body.ordering_key,
+        callback_url=body.callback_url,
+        on_predecessor_dead=body.on_predecessor_dead,
+    )
+    result = await service.submit(principal.tenant, req, idempotency_key)
+    return _job_answer(JobPublic.of(result.job), 202 if result.created else 200)
+
+
+@router.get("", response_model=JobPage, responses=problem_responses(401, 403, 422, 503), summary="List jobs")
+async def list_jobs(
+    principal: PrincipalDep,
+    status: Annotated[list[JobStatus] | None, Query(description="Repeat to match several")] = None,
+    report_type: Annotated[str | None, Query(max_length=100)] = None,
+    created_after: Annotated[IsoDateTime | None, Query()] = None,
+    created_before: Annotated[IsoDateTime | None, Query()] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Response:
+    flt = JobFilter(
+        scope=principal.tenant_scope,
+        statuses=status or (),
+        report_type=report_type,
+        created_after=created_after,
+        created_before=created_before,
+    )
+    jobs = await service.list_jobs(flt, decode_cursor(cursor), limit + 1)
+    page = JobPage(
+        items=[JobPublic.of(j) for j in jobs[:limit]], next_cursor=next_cursor([j.id for j in jobs], limit)
+    )
+    return model_response(page)
+
+
+@router.get(
+    "/{job_id}",
+    response_model=JobPublic,
+    responses=problem_responses(401, 403, 404, 422, 503),
+    summary="Get a job, optionally waiting for it to finish",
+)
+async def get_job(
+    job_id: JobId,
+    principal: PrincipalDep,
+    wait: Annotated[float, Query(ge=0, le=MAX_WAIT_S, description="Long-poll up to this many seconds")] = 0,
+) -> Response:
+    check_id(job_id)
+    scope = principal.tenant_scope
+    job = await service.get_job(job_id, scope)
+    if wait > 0 and not is_terminal(job.status):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        pause_s = 0.02
+        while not is_terminal(job.status) and (left := deadline - loop.time()) > 0:
+            await asyncio.sleep(min(pause_s, left))
+            pause_s = min(pause_s * 1.5, 0.5)
+            job = await service.get_job(job_id, scope)
+    return model_response(JobPublic.of(job))
+
+
+@router.get(
+    "/{job_id}/output",
+    response_class=FileResponse,
+    responses={
+        200: {
+            "content": {
+                media_type: {"schema": {"type": "string", "format": "binary"}}
+                for media_type in OUTPUT_MEDIA_TYPES
+            },
+            "description": "The report file, with the content type the report declared (a CSV, text, or "
+            "any other type a report type writes)",
+        },
+        **problem_responses(401, 403, 404, 409, 503),
+    },
+    summary="Download a finished job's report file",
+)
+async def get_job_output(job_id: JobId, principal: PrincipalDep) -> FileResponse:
+    check_id(job_id)
+    job, path = await service.get_output(job_id, principal.tenant_scope)
+    return FileResponse(
+        path,
+        media_type=job.output_content_type or "application/octet-stream",
+        filename=job.output_filename or path.name,
+    )
+
+
+@router.post(
+    "/{job_id}/cancel",
+    status_code=202,
+    response_model=JobPublic,
+    responses=problem_responses(401, 403, 404, 409, 503),
+    summary="Cancel a job",
+)
+async def cancel_job(job_id: JobId, principal: PrincipalDep) -> Response:
+    """Waiting jobs are cancelled at once; a running job is asked to stop and ends `cancelled` shortly."""
+    check_id(job_id)
+    job = await service.cancel(job_id, principal.tenant_scope)
+    return _job_answer(JobPublic.of(job), 202)
+
+
+@router.post(
+    "/{job_id}/replay",
+    status_code=202,
+    response_model=JobPublic,
+    responses=problem_responses(401, 403, 404, 409, 422, 503),
+    summary="Replay a dead or cancelled job",
+)
+async def replay_job(job_id: JobId, principal: PrincipalDep, body: ReplayRequest | None = None) -> Response:
+    """Attempts reset, replay_count + 1. For multi-step jobs, `steps` names the steps to run again
+    (default: every failed step); succeeded steps never run again."""
+    check_id(job_id)
+    job = await service.replay(job_id, principal.tenant_scope, body.steps if body else None)
+    return _job_answer(JobPublic.of(job), 202)
+
+
+@router.get(
+    "/{job_id}/steps",
+    response_model=list[StepPublic],
+    responses=problem_responses(401, 403, 404, 503),
+    summary="A multi-step job's steps and their outcomes",
+)
+async def list_job_steps(job_id: JobId, principal: PrincipalDep) -> list[StepPublic]:
+    check_id(job_id)
+    return [StepPublic.of(row) for row in await service.list_steps(job_id, principal.tenant_scope)]

@@ -1,0 +1,154 @@
+"""Wire schemas of jobs: JobCreate in, JobPublic (the one job document), JobPage, attempts and steps out.
+
+Table models never leave a service raw: routes answer these, built with `.of(row)`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.states import CallbackStatus, JobStatus, StepStatus
+from app.core.wire import ErrorInfo, IsoDateTime, Stamp
+from app.models import JobStep, ReportJob
+
+
+class JobCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"report_type": "demo.csv", "params": {"rows": 1000}}]},
+    )
+
+    report_type: str = Field(min_length=1, max_length=100, description="A registered report type name")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Checked against the type's params schema"
+    )
+    run_at: IsoDateTime | None = Field(None, description="Start no earlier than this (≤ 30 days ahead)")
+    max_attempts: int | None = Field(None, ge=1, le=100, description="Overrides the type's attempt budget")
+    ordering_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Jobs of one tenant with the same key run one at a time, in submission order",
+    )
+    on_predecessor_dead: Literal["wait", "continue"] = Field(
+        "wait", description="With an ordering_key: wait for a dead earlier job to be replayed, or run anyway"
+    )
+    callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
+
+
+class OutputPublic(BaseModel):
+    url: str
+    filename: str
+    content_type: str
+    size: int
+
+
+class CallbackState(BaseModel):
+    status: CallbackStatus | None
+    attempts: int
+    last_error: str | None
+
+
+class JobPublic(BaseModel):
+    """The job document: API answers and completion-callback bodies alike (field names are the contract)."""
+
+    id: str
+    report_type: str
+    params: dict[str, Any]
+    status: JobStatus
+    attempt: int
+    max_attempts: int
+    next_attempt_at: Stamp | None
+    run_at: Stamp | None
+    ordering_key: str | None
+    on_predecessor_dead: str
+    blocked_by: str | None
+    progress: float | None
+    last_error: ErrorInfo | None
+    output: OutputPublic | None
+    replay_count: int
+    callback_url: str | None
+    callback: CallbackState | None
+    created_at: Stamp
+    started_at: Stamp | None
+    finished_at: Stamp | None
+    updated_at: Stamp
+
+    @classmethod
+    def of(cls, job: ReportJob) -> JobPublic:
+        done = job.status == JobStatus.DONE and job.output_filename
+        return cls(
+            id=job.id,
+            report_type=job.report_type,
+            params=job.params,
+            status=job.status,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            next_attempt_at=job.next_attempt_at,
+            run_at=job.run_at,
+            ordering_key=job.ordering_key,
+            on_predecessor_dead=job.on_predecessor_dead,
+            blocked_by=job.blocked_by if job.status == JobStatus.PENDING else None,
+            progress=job.progress,
+            last_error=ErrorInfo.of(job.last_error),
+            output=OutputPublic(
+                url=f"/v1/jobs/{job.id}/output",
+                filename=job.output_filename or "",
+                content_type=job.output_content_type or "application/octet-stream",
+                size=job.output_size or 0,
+            )
+            if done
+            else None,
+            replay_count=job.replay_count,
+            callback_url=job.callback_url,
+            callback=CallbackState(
+                status=job.callback_status, attempts=job.callback_attempts, last_error=job.callback_last_error
+            )
+            if job.callback_url
+            else None,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            updated_at=job.updated_at,
+        )
+
+    def document(self) -> dict[str, Any]:
+        """The JSON-ready dict (what the API answers and what a callback POSTs)."""
+        return self.model_dump(mode="json")
+
+
+class JobPage(BaseModel):
+    items: list[JobPublic]
+    next_cursor: str | None
+
+
+class StepPublic(BaseModel):
+    name: str
+    mode: str
+    status: StepStatus
+    attempts: int
+    last_error: ErrorInfo | None
+    started_at: Stamp | None
+    finished_at: Stamp | None
+
+    @classmethod
+    def of(cls, row: JobStep) -> StepPublic:
+        return cls(
+            name=row.name,
+            mode=row.mode,
+            status=row.status,
+            attempts=row.attempts,
+            last_error=ErrorInfo.of(row.last_error),
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+        )
+
+
+class ReplayRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[Annotated[str, Field(min_length=1, max_length=100)]] | None = Field(
+        None, max_length=100, description="Steps to run again (default: every failed step)"
+    )

@@ -1,0 +1,254 @@
+"""Use cases of jobs as the API and reportctl see them: submit, read, list, download, cancel, replay.
+
+Each opens its own transaction; enqueues happen only after the commit (Redis only carries work).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from app.callbacks.service import check_callback_url
+from app.core import queue
+from app.core.config import get_settings
+from app.core.db import session_scope
+from app.core.errors import (
+    Conflict,
+    IdempotencyConflict,
+    NotFound,
+    OutputNotReady,
+    RateLimited,
+    ValidationFailed,
+)
+from app.core.ids import new_id
+from app.core.states import REPLAYABLE, TERMINAL, AttemptKey, JobStatus
+from app.core.storage import resolve_output
+from app.core.tenancy import EVERY_TENANT, TenantScope
+from app.core.times import utcnow
+from app.dead_letters.repository import DeadLetterRepository, LetterFilter
+from app.jobs.effects import NO_EFFECTS, stage_terminal_effects
+from app.jobs.repository import JobFilter, JobRepository
+from app.jobs.step_repository import StepRepository
+from app.jobs.validation import validate_submit
+from app.models import JobStep, ReportJob
+from app.reports.registry import registry
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    report_type: str
+    params: dict[str, Any]
+    run_at: datetime | None = None
+    max_attempts: int | None = None
+    ordering_key: str | None = None
+    callback_url: str | None = None
+    on_predecessor_dead: str = "wait"
+
+    def fingerprint(self) -> str:
+        body = {
+            "report_type": self.report_type,
+            "params": self.params,
+            "run_at": self.run_at.isoformat() if self.run_at else None,
+            "max_attempts": self.max_attempts,
+            "ordering_key": self.ordering_key,
+            "callback_url": self.callback_url,
+            "on_predecessor_dead": self.on_predecessor_dead,
+        }
+        return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    job: ReportJob
+    created: bool
+
+
+def _same_request(existing: ReportJob, fingerprint: str) -> SubmitResult:
+    if existing.request_hash != fingerprint:
+        raise IdempotencyConflict("This Idempotency-Key was already used with a different request body.")
+    return SubmitResult(existing, created=False)
+
+
+async def _by_idempotency_key(tenant: str, key: str) -> ReportJob | None:
+    async with session_scope() as session:
+        return await JobRepository(session).get_job_by_idempotency_key(tenant, key)
+
+
+async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = None) -> SubmitResult:
+    settings = get_settings()
+    now = utcnow()
+    rtype, params = validate_submit(req.report_type, req.params, req.run_at, now)
+    if req.callback_url and (problem := await check_callback_url(tenant, req.callback_url)):
+        raise ValidationFailed(
+            "The callback_url is not acceptable.",
+            [{"loc": ["callback_url"], "msg": problem, "type": "callback_url"}],
+        )
+    fingerprint = req.fingerprint()
+    if idempotency_key and (existing := await _by_idempotency_key(tenant, idempotency_key)):
+        return _same_request(existing, fingerprint)
+    # Only new jobs spend the tenant's budget: an idempotent repeat got its original job above.
+    if settings.submit_rate_limit_per_minute:
+        retry_after_s = await queue.take_rate_token(tenant, settings.submit_rate_limit_per_minute)
+        if retry_after_s is not None:
+            raise RateLimited(
+                f"Tenant {tenant!r} may submit {settings.submit_rate_limit_per_minute} jobs a minute.",
+                retry_after_s,
+            )
+    scheduled = req.run_at is not None and req.run_at > now
+    job = ReportJob(
+        id=new_id(),
+        tenant=tenant,
+        report_type=rtype.name,
+        params=params,
+        status=JobStatus.SCHEDULED if scheduled else JobStatus.PENDING,
+        max_attempts=req.max_attempts or rtype.max_attempts or settings.default_max_attempts,
+        timeout_s=rtype.timeout_s or settings.job_timeout_s,
+        run_at=req.run_at,
+        ordering_key=req.ordering_key,
+        on_predecessor_dead=req.on_predecessor_dead,
+        callback_url=req.callback_url,
+        idempotency_key=idempotency_key,
+        request_hash=fingerprint if idempotency_key else None,
+        created_at=now,
+        updated_at=now,
+    )
+    try:
+        async with session_scope() as session:
+            await JobRepository(session).add_job(job)
+    except IntegrityError:
+        # Another request with this key won the race: answer its job (or 409 for a different body).
+        if not idempotency_key or (existing := await _by_idempotency_key(tenant, idempotency_key)) is None:
+            raise
+        return _same_request(existing, fingerprint)
+    await queue.enqueue_run(job.id, job.replay_count, defer_until=job.run_at if scheduled else None)
+    return SubmitResult(job, created=True)
+
+
+async def get_job(job_id: str, scope: TenantScope) -> ReportJob:
+    async with session_scope() as session:
+        job = await JobRepository(session).get_job(job_id, scope)
+    if job is None:
+        raise NotFound(f"No job {job_id!r}.")
+    return job
+
+
+async def list_jobs(flt: JobFilter, before_id: str | None, limit: int) -> list[ReportJob]:
+    async with session_scope() as session:
+        return await JobRepository(session).list_jobs(flt, before_id, limit)
+
+
+async def get_output(job_id: str, scope: TenantScope) -> tuple[ReportJob, Path]:
+    job = await get_job(job_id, scope)
+    if job.status != JobStatus.DONE:
+        raise OutputNotReady(f"Job {job_id} is {job.status.value}; its output exists once it is done.")
+    path = resolve_output(get_settings().output_dir, job.output_path or "") if job.output_path else None
+    if path is None:
+        raise NotFound(f"Job {job_id} has no output file (it may have been purged).")
+    return job, path
+
+
+async def list_steps(job_id: str, scope: TenantScope) -> list[JobStep]:
+    async with session_scope() as session:
+        if await JobRepository(session).get_job(job_id, scope) is None:
+            raise NotFound(f"No job {job_id!r}.")
+        return await StepRepository(session).list_steps(job_id)
+
+
+async def cancel(job_id: str, scope: TenantScope) -> ReportJob:
+    """Waiting jobs become cancelled at once; a running one is asked to stop (its heartbeat sees the flag)."""
+    now = utcnow()
+    async with session_scope() as session:
+        jobs = JobRepository(session)
+        job = await jobs.get_job(job_id, scope)
+        if job is None:
+            raise NotFound(f"No job {job_id!r}.")
+        if job.status in TERMINAL:
+            raise Conflict(f"Job {job_id} is already {job.status.value}.")
+        running = job.status == JobStatus.RUNNING
+        if running:
+            changed = await jobs.request_cancel(AttemptKey(job.id, job.attempt, job.replay_count), now)
+        else:
+            changed = await jobs.cancel_waiting(job, now)
+        if changed != 1:
+            raise Conflict(f"Job {job_id} changed while cancelling; try again.")
+        effects = NO_EFFECTS if running else await stage_terminal_effects(session, job_id)
+        fresh = await jobs.get_job(job_id, EVERY_TENANT)
+    await effects.publish()
+    assert fresh is not None
+    return fresh
+
+
+def _check_steps(job: ReportJob, steps: Sequence[str]) -> None:
+    rtype = registry.get(job.report_type)
+    known = [s.name for s in rtype.steps] if rtype else []
+    unknown = [name for name in steps if name not in known]
+    if unknown:
+        raise ValidationFailed(
+            "Unknown steps.",
+            [{"loc": ["steps"], "type": "unknown_step", "msg": f"{unknown} not among {known}"}],
+        )
+
+
+async def replay(job_id: str, scope: TenantScope, steps: Sequence[str] | None = None) -> ReportJob:
+    """dead/cancelled → pending (attempt reset, replay_count + 1): its dead letters are marked replayed, the
+    named steps (default: every failed one) may run again, and the job is re-enqueued."""
+    now = utcnow()
+    async with session_scope() as session:
+        jobs = JobRepository(session)
+        job = await jobs.get_job(job_id, scope)
+        if job is None:
+            raise NotFound(f"No job {job_id!r}.")
+        if job.status not in REPLAYABLE:
+            raise Conflict(
+                f"Job {job_id} is {job.status.value}; only dead or cancelled jobs can be replayed."
+            )
+        if steps is not None:
+            _check_steps(job, steps)
+        if await jobs.replay(job, now) != 1:
+            raise Conflict(f"Job {job_id} changed while replaying; try again.")
+        await DeadLetterRepository(session).mark_replayed(job_id, now)
+        await StepRepository(session).reset_for_replay(job_id, steps)
+        replayed = await jobs.get_job(job_id, EVERY_TENANT)
+    assert replayed is not None
+    await queue.enqueue_run(replayed.id, replayed.replay_count)
+    return replayed
+
+
+async def replay_dead_letters(
+    job_ids: Sequence[str] = (), report_type: str | None = None, since: datetime | None = None
+) -> int:
+    """Bulk replay (admin): the jobs of unreplayed dead letters, by job ids or by report type and/or time;
+    counts the jobs replayed."""
+    flt = LetterFilter(
+        scope=EVERY_TENANT,
+        include_archived=True,
+        report_type=report_type,
+        created_after=since,
+        job_ids=job_ids,
+        unreplayed_only=True,
+    )
+    replayed = 0
+    before_id: str | None = None
+    seen: set[str] = set()
+    while True:
+        async with session_scope() as session:
+            letters = await DeadLetterRepository(session).list_letters(flt, before_id, 500)
+        if not letters:
+            return replayed
+        for letter in letters:
+            if letter.job_id in seen:
+                continue
+            seen.add(letter.job_id)
+            try:
+                await replay(letter.job_id, EVERY_TENANT)
+                replayed += 1
+            except (Conflict, NotFound):
+                continue
+        before_id = letters[-1].id

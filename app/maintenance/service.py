@@ -1,0 +1,96 @@
+"""The scheduler's periodic work as plain async functions: rescue lost attempts, reconcile Redis with
+MySQL, re-publish pending alerts, archive dead letters, purge expired jobs and their files.
+
+Every action is idempotent (CAS updates, arq job-id dedup); a Redis lease just keeps replicas from
+doing the same work in the same tick.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from app.attempts.service import declare_lost
+from app.callbacks.service import republish_due
+from app.core import queue
+from app.core.config import get_settings
+from app.core.db import session_scope
+from app.core.states import JobStatus
+from app.core.storage import delete_job_outputs
+from app.core.times import utcnow
+from app.dead_letters.service import archive_and_purge, republish_pending
+from app.maintenance.repository import MaintenanceRepository
+
+log = logging.getLogger(__name__)
+
+RECONCILE_BATCH = 500
+PURGE_BATCH = 500
+
+
+def grace_s() -> float:
+    """A pending job or alert younger than this is probably being enqueued right now: leave it be."""
+    return min(2.0, get_settings().scan_interval_s)
+
+
+async def reconcile() -> int:
+    """Enqueue jobs MySQL says are due but Redis does not hold (after a flush, a restart, a lost enqueue)."""
+    now = utcnow()
+    # Jobs due before the next tick are enqueued now with their deferral, so a flush does not make them late.
+    horizon = now + timedelta(seconds=2 * get_settings().scan_interval_s + 1)
+    async with session_scope() as session:
+        jobs = await MaintenanceRepository(session).jobs_due_for_enqueue(
+            horizon, now - timedelta(seconds=grace_s()), RECONCILE_BATCH
+        )
+    stuck_after_s = get_settings().stuck_after_s
+    stale_before = now - timedelta(seconds=stuck_after_s)
+    enqueued = 0
+    for job in jobs:
+        due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
+        defer_until = due_at if job.status != JobStatus.PENDING and due_at and due_at > now else None
+        if not await queue.is_queued(job.id, job.replay_count):
+            enqueued += await queue.enqueue_run(job.id, job.replay_count, defer_until=defer_until)
+        elif job.status == JobStatus.PENDING and job.updated_at <= stale_before:
+            # "Queued" but nothing happened for STUCK_AFTER_S: a killed worker may hold arq's lease on the
+            # message until arq's own timeout. A fresh message (one per period) gets the job going again.
+            bucket = int(now.timestamp() // stuck_after_s)
+            enqueued += await queue.enqueue_run(job.id, job.replay_count, suffix=f"stale{bucket}")
+    return enqueued
+
+
+async def purge_expired_jobs() -> int:
+    settings = get_settings()
+    now = utcnow()
+    cutoff = now - timedelta(seconds=settings.job_retention_s)
+    idempotent_cutoff = now - timedelta(seconds=settings.idempotency_ttl_s)
+    async with session_scope() as session:
+        repo = MaintenanceRepository(session)
+        ids = await repo.expired_job_ids(cutoff, idempotent_cutoff, PURGE_BATCH)
+        if ids:
+            await repo.delete_jobs(ids)
+    for job_id in ids:
+        delete_job_outputs(settings.output_dir, job_id)
+    return len(ids)
+
+
+async def run_tick(use_lease: bool = True) -> dict[str, Any]:
+    settings = get_settings()
+    report: dict[str, Any] = {}
+    if use_lease:
+        try:
+            # Kept until it expires, so other replicas skip this tick.
+            lease_s = max(0.05, settings.scan_interval_s * 0.8)
+            if await queue.try_lock("scheduler-tick", ttl_s=lease_s) is None:
+                return {"skipped": "another scheduler replica holds this tick"}
+        except Exception as exc:  # Redis down: the MySQL-side work is idempotent and still safe to do
+            report["redis"] = f"unavailable: {type(exc).__name__}"
+    report["lost"] = await declare_lost(settings.stuck_after_s)
+    try:
+        report["reenqueued"] = await reconcile()
+        report["alerts_republished"] = await republish_pending(grace_s())
+        report["callbacks_republished"] = await republish_due()
+    except Exception as exc:
+        report["redis"] = f"unavailable: {type(exc).__name__}"
+    report.update(await archive_and_purge())
+    report["jobs_purged"] = await purge_expired_jobs()
+    return report

@@ -1,0 +1,87 @@
+"""What every benchmark phase shares: the knobs and fixed parameters of a run, and small helpers.
+
+Only the standard library at import time: bench/run.py may still have to install the bench group first.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "bench" / "results"
+
+# ---- scale and fixed parameters ------------------------------------------------------------------
+# Knobs (environment): BENCH_SCALE (1; 0.1 for a quick try; results named <date>-scale0.1.*),
+# BENCH_PHASES (submit,drain,pickup,memory), BENCH_MYSQL_FLUSH (1, MariaDB's default; 2 = no fsync
+# per commit), BENCH_NO_WRK=1 (use bench/loadgen.py), BENCH_BUDGET_S (560: the memory phase is cut
+# short, and says so, to keep the whole run under 10 minutes).
+
+SCALE = float(os.environ.get("BENCH_SCALE", "1"))
+PHASES = ("submit", "drain", "pickup", "memory")
+CONCURRENCY = 64
+SUBMIT_SECONDS = max(2.0, 10.0 * min(SCALE, 1.0))
+WARMUP_SECONDS = 2.0 if SCALE >= 1 else 1.0
+DRAIN_JOBS = max(100, round(10_000 * SCALE))
+PICKUP_SAMPLES = max(10, round(50 * SCALE))
+IDLE_SECONDS = max(2.0, 5.0 * min(SCALE, 1.0))
+MEMORY_JOBS = max(500, round(50_000 * SCALE))
+DRAIN_TIMEOUT_S = 240.0
+STALL_S = 30.0  # no progress for this long: the run is broken, stop it rather than wait out the timeout
+# The whole run must stay under 10 minutes: the memory phase, last, is cut short (and says so) to fit.
+RUN_BUDGET_S = float(os.environ.get("BENCH_BUDGET_S", "560"))
+RUN_STARTED = time.monotonic()
+MYSQL_COUNTERS = (
+    "Questions", "Com_select", "Com_insert", "Com_update", "Com_delete", "Com_commit", "Com_rollback",
+    "Innodb_data_fsyncs", "Innodb_os_log_written",
+)  # fmt: skip
+TENANT = "bench"
+CELERY_DB = "celery_results"
+JOB_BODY = '{"report_type":"bench.noop","params":{}}'
+# MariaDB's own default is 1 (fsync the redo log at every commit); the test harness relaxes it to 2.
+MYSQL_FLUSH_AT_COMMIT = os.environ.get("BENCH_MYSQL_FLUSH", "1")
+
+
+def wanted_phases() -> list[str]:
+    """The phases BENCH_PHASES asks for, in the order given (all four by default)."""
+    return [p.strip() for p in os.environ.get("BENCH_PHASES", ",".join(PHASES)).split(",")]
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def dephase(poll_delay_s: float) -> float:
+    """A pause between two pickup samples that lands at a uniformly random point of the poll cycle."""
+    return 0.05 + random.uniform(0, max(poll_delay_s, 0.05))
+
+
+def run_cmd(argv: Sequence[str], env: dict[str, str] | None = None, timeout_s: float = 120) -> str:
+    """Run a command to the end and return its stdout; raise with the tail of its stderr if it fails."""
+    done = subprocess.run(
+        list(argv), cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])}… failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def version_of(argv: Sequence[str]) -> str:
+    try:
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

@@ -1,0 +1,224 @@
+"""The state one benchmark run shares between its phases: private MariaDB and Redis, the environment of the
+processes it starts, its own connections, the API under test, and the results gathered so far."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import CELERY_DB, MYSQL_COUNTERS, MYSQL_FLUSH_AT_COMMIT, ROOT, TENANT, log, run_cmd
+from bench.procs import Proc, spawn
+
+API_START_TIMEOUT_S = 60.0
+# Settings the benchmark's own in-process submissions (submit_many) read from its environment.
+APP_SETTINGS = ("DATABASE_URL", "REDIS_URL", "REPORT_MODULES", "ENABLE_DEMO_REPORTS", "OUTPUT_DIR", "ENV")
+
+
+class Bench:
+    def __init__(self, work: Path, wrk: str | None) -> None:
+        # Imported here: bench/run.py checks the bench dependency group before anything heavy is imported.
+        from bench.servers import BenchMariaDB
+        from workers.local_servers import RedisServer
+
+        self.work = work
+        self.logs = work / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.wrk = wrk
+        self.mariadb = BenchMariaDB(flush_at_commit=MYSQL_FLUSH_AT_COMMIT)
+        self.redis = RedisServer()
+        self.results: dict[str, Any] = {}
+        self.env: dict[str, str] = {}
+        self.api_key = ""
+        self.api_port = 0
+        self.api: Proc | None = None
+        self.db: Any = None  # SQLAlchemy AsyncEngine on the private MariaDB, for the benchmark's own queries
+        self.rds: Any = None  # redis.asyncio.Redis on the private Redis
+
+    # -- set-up -------------------------------------------------------------------------------------------
+
+    def start_servers(self) -> None:
+        log("starting private MariaDB and Redis (free ports, never 3306/6379)")
+        self.mariadb.start()
+        self.redis.start()
+        self.mariadb.sql(f"CREATE DATABASE IF NOT EXISTS `{CELERY_DB}`")
+        url = self.mariadb.url
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "DATABASE_", "REDIS_"))}
+        self.env = dict(
+            base,
+            ENV="bench",
+            DATABASE_URL=url,
+            REDIS_URL=self.redis.url,
+            REPORT_MODULES="bench.noop_report",
+            ENABLE_DEMO_REPORTS="false",
+            OUTPUT_DIR=str(self.work / "outputs"),
+            PYTHONPATH=str(ROOT),
+            PYTHONUNBUFFERED="1",
+            BENCH_CELERY_BROKER=self.redis.url.rsplit("/", 1)[0] + "/1",
+            BENCH_CELERY_BACKEND=f"db+mysql+pymysql://root@127.0.0.1:{self.mariadb.port}/{CELERY_DB}",
+        )
+        for key in APP_SETTINGS:
+            os.environ[key] = self.env[key]
+        log("alembic upgrade head")
+        run_cmd([sys.executable, "-m", "alembic", "upgrade", "head"], env=self.env)
+        out = run_cmd(
+            [sys.executable, "-m", "app.cli", "keys", "create", "--tenant", TENANT, "--scopes",
+             "jobs:read,jobs:write", "--name", "bench"],
+            env=self.env,
+        )  # fmt: skip
+        self.api_key = out.strip().splitlines()[-1].strip()
+
+    async def connect(self) -> None:
+        import redis.asyncio as aioredis
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        from app.reports.registry import registry
+
+        self.db = create_async_engine(self.mariadb.url, pool_size=2, max_overflow=2)
+        self.rds = aioredis.Redis.from_url(self.redis.url)
+        registry.load(False, ["bench.noop_report"])
+
+    async def close(self) -> None:
+        from app.core import queue
+        from app.core.db import dispose_engine
+
+        with contextlib.suppress(Exception):
+            await queue.close_pool()
+        with contextlib.suppress(Exception):
+            await dispose_engine()
+        if self.rds is not None:
+            with contextlib.suppress(Exception):
+                await self.rds.aclose()
+        if self.db is not None:
+            with contextlib.suppress(Exception):
+                await self.db.dispose()
+
+    # -- MySQL and Redis ----------------------------------------------------------------------------------
+
+    async def scalar(self, sql: str) -> Any:
+        from sqlalchemy import text
+
+        async with self.db.connect() as conn:
+            return (await conn.execute(text(sql))).scalar()
+
+    async def clean(self) -> None:
+        """Empty every job table (api_keys and alembic_version stay) and Redis, between measurements."""
+        from sqlalchemy import text
+
+        async with self.db.begin() as conn:
+            rows = await conn.execute(
+                text(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() "
+                    "AND table_name NOT IN ('api_keys', 'alembic_version')"
+                )
+            )
+            tables = [r[0] for r in rows]
+            await conn.execute(text("SET FOREIGN_KEY_CHECKS = 0"))
+            for table in tables:
+                await conn.execute(text(f"TRUNCATE TABLE `{table}`"))
+            await conn.execute(text("SET FOREIGN_KEY_CHECKS = 1"))
+            with contextlib.suppress(Exception):
+                await conn.execute(text(f"TRUNCATE TABLE `{CELERY_DB}`.celery_taskmeta"))
+        await self.rds.flushall()
+
+    async def mysql_status(self) -> dict[str, int]:
+        """Server-wide statement, commit and redo-log fsync counters (SHOW GLOBAL STATUS)."""
+        from sqlalchemy import text
+
+        names = ", ".join(f"'{n}'" for n in MYSQL_COUNTERS)
+        async with self.db.connect() as conn:
+            rows = await conn.execute(text(f"SHOW GLOBAL STATUS WHERE Variable_name IN ({names})"))
+            return {str(name): int(value) for name, value in rows}
+
+    async def per_job_statements(self, before: dict[str, int], jobs: int, polls: int) -> dict[str, float]:
+        """MySQL work per job between `before` and now, less our own progress polls (1 SELECT each)."""
+        after = await self.mysql_status()
+        out: dict[str, float] = {}
+        for name in MYSQL_COUNTERS:
+            delta = after.get(name, 0) - before.get(name, 0)
+            if name in ("Questions", "Com_select"):
+                delta -= polls + 1  # +1: the SHOW STATUS itself counts as a question
+            out[name] = round(delta / jobs, 2)
+        return out
+
+    async def done_count(self) -> int:
+        return int(await self.scalar("SELECT COUNT(*) FROM report_jobs WHERE status = 'done'") or 0)
+
+    async def submit_many(self, count: int, concurrency: int = 16) -> float:
+        """Submit `count` no-op jobs in-process with `app.jobs.service.submit` (insert + enqueue); jobs/s."""
+        from app.jobs import service
+
+        req = service.SubmitRequest(report_type="bench.noop", params={})
+        remaining = count
+
+        async def one() -> None:
+            nonlocal remaining
+            while remaining > 0:
+                remaining -= 1
+                await service.submit(TENANT, req)
+
+        began = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(concurrency)))
+        return count / (time.perf_counter() - began)
+
+    # -- processes ----------------------------------------------------------------------------------------
+
+    def spawn(self, name: str, argv: list[str], **extra_env: str) -> Proc:
+        return spawn(name, argv, dict(self.env, **extra_env), ROOT, self.logs)
+
+    def spawn_worker(self, name: str) -> Proc:
+        """One of our report workers, started as in production."""
+        return self.spawn(name, [sys.executable, "-m", "workers.report_worker"])
+
+    def spawn_raw_arq(self, name: str, **extra_env: str) -> Proc:
+        """The raw-arq baseline: arq's own CLI, so arq's plain Worker class (bench/raw_arq.py)."""
+        return self.spawn(name, [sys.executable, "-m", "arq", "bench.raw_arq.WorkerSettings"], **extra_env)
+
+    def server_pids(self) -> dict[str, int]:
+        pids: dict[str, int] = {}
+        if self.mariadb.pid:
+            pids["mariadbd"] = self.mariadb.pid
+        if self.redis.pid:
+            pids["redis"] = self.redis.pid
+        return pids
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    async def start_api(self) -> None:
+        """uvicorn serving bench/trivial_app.py (the real API plus a trivial POST), 1 process."""
+        import httpx
+
+        from workers.local_servers import free_port
+
+        self.api_port = free_port()
+        argv = [
+            sys.executable, "-m", "uvicorn", "bench.trivial_app:app", "--host", "127.0.0.1",
+            "--port", str(self.api_port), "--workers", "1", "--no-access-log",
+        ]  # fmt: skip
+        if importlib.util.find_spec("uvloop"):
+            argv += ["--loop", "uvloop"]
+        if importlib.util.find_spec("httptools"):
+            argv += ["--http", "httptools"]
+        self.results["api_command"] = " ".join(argv[1:])
+        self.api = api = self.spawn("api", argv)
+        deadline = time.monotonic() + API_START_TIMEOUT_S
+        async with httpx.AsyncClient() as client:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(f"{self.base_url}/healthz")).status_code == 200:
+                        return
+                if not api.alive() or time.monotonic() > deadline:
+                    raise RuntimeError(f"the API did not start:\n{api.tail()}")
+                await asyncio.sleep(0.1)
+
+    def stop_api(self) -> None:
+        if self.api is not None:
+            self.api.stop()
+            self.api = None

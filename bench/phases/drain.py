@@ -1,0 +1,165 @@
+"""Drain phase: N no-op jobs queued with the workers stopped, then drained to `done` by ours (1 and 2
+workers), raw arq (1 and 2) and Celery prefork 2; rate from the first completion seen to the last."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from bench.common import CELERY_DB, DRAIN_JOBS, DRAIN_TIMEOUT_S, STALL_S, log, run_cmd
+from bench.context import Bench
+from bench.procs import CpuMeter, Proc
+
+ENQUEUE_BATCH = 500
+CELERY_PUBLISH_TIMEOUT_S = 300.0
+
+
+async def watch(
+    progress: Callable[[], Awaitable[int]], total: int, procs: Sequence[Proc], interval_s: float
+) -> dict[str, Any]:
+    """Poll `progress` until it reaches `total`; the rate runs from the first completion to the last."""
+    spawned = time.perf_counter()
+    first_at: float | None = None
+    first_count = 0
+    deadline = spawned + DRAIN_TIMEOUT_S
+    last_count, last_change = -1, spawned
+    polls = 0
+    while True:
+        count = await progress()
+        polls += 1
+        now = time.perf_counter()
+        if first_at is None and count > 0:
+            first_at, first_count = now, count
+        if count >= total:
+            break
+        if count != last_count:
+            last_count, last_change = count, now
+        for proc in procs:
+            if not proc.alive():
+                raise RuntimeError(f"{proc.name} exited during the drain:\n{proc.tail()}")
+        if now > deadline or now - last_change > STALL_S:
+            tails = "\n".join(f"--- {p.name}\n{p.tail(10)}" for p in procs)
+            raise RuntimeError(f"drain stuck or too slow at {count}/{total}:\n{tails}")
+        await asyncio.sleep(interval_s)
+    assert first_at is not None
+    window = now - first_at
+    return {
+        "jobs": total,
+        "seconds_first_to_last": round(window, 3),
+        "jobs_per_s": (total - first_count) / window if window > 0 else math.nan,
+        "seconds_from_spawn": round(now - spawned, 3),
+        "jobs_per_s_from_spawn": total / (now - spawned),
+        "progress_polls": polls,
+    }
+
+
+async def drain_ours(bench: Bench, workers: int) -> dict[str, Any]:
+    await bench.clean()
+    submit_rate = await bench.submit_many(DRAIN_JOBS)
+    queued = int(await bench.rds.zcard("arq:queue"))
+    status = await bench.mysql_status()
+    procs = [bench.spawn_worker(f"worker-drain{workers}-{i}") for i in range(workers)]
+    meter = CpuMeter({**{p.name: p.pid for p in procs}, **bench.server_pids()}).start()
+    try:
+        result = await watch(bench.done_count, DRAIN_JOBS, procs, 0.1)
+        result["cpu_pct"] = meter.stop()
+        result["mysql_per_job"] = await bench.per_job_statements(status, DRAIN_JOBS, result["progress_polls"])
+    finally:
+        for proc in procs:
+            proc.stop()
+    first, last = await finish_window(bench)
+    if first and last and last > first:
+        result["jobs_per_s_mysql_timestamps"] = (DRAIN_JOBS - 1) / (last - first).total_seconds()
+    result.update(submit_in_process_jobs_per_s=round(submit_rate, 1), queued_in_redis=queued)
+    return result
+
+
+async def finish_window(bench: Bench) -> tuple[datetime | None, datetime | None]:
+    """The first and last `finished_at` in MySQL: the drain's rate by the jobs' own timestamps."""
+    from sqlalchemy import text
+
+    async with bench.db.connect() as conn:
+        row = (await conn.execute(text("SELECT MIN(finished_at), MAX(finished_at) FROM report_jobs"))).one()
+    return row[0], row[1]
+
+
+async def drain_raw_arq(bench: Bench, workers: int) -> dict[str, Any]:
+    from arq import create_pool
+    from arq.connections import RedisSettings
+
+    from bench.raw_arq import RAW_FUNCTION, RAW_QUEUE, pool_kwargs
+
+    await bench.clean()
+    pool = await create_pool(RedisSettings.from_dsn(bench.redis.url), **pool_kwargs())
+    try:
+        began = time.perf_counter()
+        for start in range(0, DRAIN_JOBS, ENQUEUE_BATCH):
+            batch = range(start, min(start + ENQUEUE_BATCH, DRAIN_JOBS))
+            await asyncio.gather(*(pool.enqueue_job(RAW_FUNCTION) for _ in batch))
+        enqueue_rate = DRAIN_JOBS / (time.perf_counter() - began)
+    finally:
+        await pool.aclose()
+
+    async def progress() -> int:
+        return DRAIN_JOBS - int(await bench.rds.zcard(RAW_QUEUE))
+
+    procs = [bench.spawn_raw_arq(f"raw-arq-drain{workers}-{i}") for i in range(workers)]
+    meter = CpuMeter({**{p.name: p.pid for p in procs}, **bench.server_pids()}).start()
+    try:
+        result = await watch(progress, DRAIN_JOBS, procs, 0.05)
+        result["cpu_pct"] = meter.stop()
+    finally:
+        for proc in procs:
+            proc.stop()
+    result["enqueue_jobs_per_s"] = round(enqueue_rate, 1)
+    return result
+
+
+async def drain_celery(bench: Bench) -> dict[str, Any]:
+    await bench.clean()
+    out = await asyncio.to_thread(
+        run_cmd,
+        [sys.executable, "-m", "bench.celery_app", str(DRAIN_JOBS)],
+        bench.env,
+        CELERY_PUBLISH_TIMEOUT_S,
+    )
+    publish_rate = float(out.strip().splitlines()[-1])
+    status = await bench.mysql_status()
+
+    async def progress() -> int:
+        sql = f"SELECT COUNT(*) FROM `{CELERY_DB}`.celery_taskmeta WHERE status = 'SUCCESS'"
+        return int(await bench.scalar(sql) or 0)
+
+    proc = bench.spawn(
+        "celery",
+        [sys.executable, "-m", "celery", "-A", "bench.celery_app", "worker", "--pool=prefork",
+         "--concurrency=2", "--loglevel=WARNING", "-n", "bench@%h"],
+    )  # fmt: skip
+    meter = CpuMeter({"celery (all processes)": proc.pid, **bench.server_pids()}).start()
+    try:
+        result = await watch(progress, DRAIN_JOBS, [proc], 0.1)
+        result["cpu_pct"] = meter.stop()
+        result["mysql_per_job"] = await bench.per_job_statements(status, DRAIN_JOBS, result["progress_polls"])
+    finally:
+        proc.stop()
+    result["publish_tasks_per_s"] = round(publish_rate, 1)
+    return result
+
+
+async def run(bench: Bench) -> None:
+    log(f"drain: {DRAIN_JOBS} queued no-op jobs; ours and raw arq with 1 and 2 workers; Celery prefork 2")
+    drain: dict[str, Any] = {}
+    for workers in (1, 2):
+        drain[f"ours_{workers}w"] = await drain_ours(bench, workers)
+        log(f"  ours, {workers} worker(s): {drain[f'ours_{workers}w']['jobs_per_s']:.0f} jobs/s")
+    for workers in (1, 2):
+        drain[f"raw_arq_{workers}w"] = await drain_raw_arq(bench, workers)
+        log(f"  raw arq, {workers} worker(s): {drain[f'raw_arq_{workers}w']['jobs_per_s']:.0f} jobs/s")
+    drain["celery_prefork2"] = await drain_celery(bench)
+    log(f"  Celery prefork 2 + MySQL results: {drain['celery_prefork2']['jobs_per_s']:.0f} jobs/s")
+    bench.results["drain"] = drain

@@ -1,0 +1,152 @@
+"""OrchestratorWorker: arq's Worker, woken at once by Redis pub/sub, a deferred-job timer and freed slots.
+
+It extends arq through the methods arq itself calls and rides out Redis outages; arq is never patched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from arq.worker import Worker
+from redis.exceptions import RedisError
+
+from app.core import queue
+
+log = logging.getLogger(__name__)
+
+# What a lost or restarting Redis raises; the worker backs off on these instead of ending.
+REDIS_DOWN = (RedisError, OSError, TimeoutError)
+
+
+class OrchestratorWorker(Worker):
+    """Runs a poll as soon as there is something to take, instead of only every poll delay.
+
+    Three triggers besides arq's own polling (kept as the fallback): a message on WAKE_CHANNEL (a job was
+    enqueued), a timer armed for the earliest deferred job (a retry's backoff or a `run_at` ends) and a job
+    ending (its slot is free). Everything the wake-ups need lives on the instance; their tasks start with
+    the first poll, so every way of running a worker (`run`, `async_run`, `main`) gets them; `close` ends
+    them.
+
+    Methods whose names start with `_` override arq's own (tests/unit/workers/test_worker_seams.py checks
+    arq still has them); the public `*_waking`/`poll_now`/... ones are ours.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._poll_lock = asyncio.Lock()  # one poll at a time: the main loop and the wake-ups share the slots
+        self._wake = asyncio.Event()
+        self._wake_timer: asyncio.TimerHandle | None = None
+        self._wake_tasks: list[asyncio.Task[None]] = []
+        # A non-Redis error in a wake-up poll is raised in the main loop, where arq would have raised it.
+        self._wake_error: BaseException | None = None
+        self._redis_failures = 0
+
+    # ---- arq's seams ------------------------------------------------------------------------------------
+
+    async def _poll_iteration(self) -> None:
+        """arq's loop lets a Redis error (e.g. WatchError when a connection drops mid-WATCH) end the process;
+        here the worker backs off and carries on, so a Redis restart is ridden out instead of fatal."""
+        if self._wake_error is not None:
+            error, self._wake_error = self._wake_error, None
+            raise error
+        try:
+            self.start_waking()
+            await self.poll_now()
+            self._redis_failures = 0
+        except REDIS_DOWN as exc:
+            self._redis_failures += 1
+            # min() on the exponent too: the same 0.2, 0.4, ... 5 s, without a huge int after a long outage.
+            delay_s = min(5.0, 0.1 * 2 ** min(self._redis_failures, 16))
+            log.warning(
+                "redis unavailable in the worker loop; retrying",
+                extra={"error": repr(exc), "retry_in_s": delay_s},
+            )
+            await asyncio.sleep(delay_s)
+
+    def _release_sem_dec_counter_on_complete(self) -> None:
+        """A job ended and freed its slot: poll again now, so a full queue drains at the worker's own pace
+        instead of one batch per poll delay."""
+        super()._release_sem_dec_counter_on_complete()
+        if self._wake_tasks:
+            self._wake.set()
+
+    async def close(self) -> None:
+        # Wake-ups stop first: while arq waits for the running jobs, a closing worker must not start new ones,
+        # and the listener must let go of its connection before arq closes the pool.
+        await self.stop_waking()
+        await super().close()
+
+    # ---- wake-ups ---------------------------------------------------------------------------------------
+
+    def start_waking(self) -> None:
+        """Start the listener and the wake-up runner once (the first poll calls this; it needs the pool)."""
+        if not self._wake_tasks:
+            self._wake_tasks = [
+                asyncio.create_task(self.listen_for_wakeups()),
+                asyncio.create_task(self.run_wakeups()),
+            ]
+
+    async def stop_waking(self) -> None:
+        tasks, self._wake_tasks = self._wake_tasks, []
+        for task in tasks:
+            task.cancel()
+        if self._wake_timer is not None:
+            self._wake_timer.cancel()
+            self._wake_timer = None
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._wake.clear()
+
+    async def poll_now(self) -> None:
+        async with self._poll_lock:
+            await super()._poll_iteration()
+        await self.arm_wake_timer()
+
+    async def run_wakeups(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self.allow_pick_jobs:
+                try:
+                    await self.poll_now()
+                except REDIS_DOWN:
+                    await asyncio.sleep(0.5)  # the main loop reports and backs off
+                except Exception as exc:
+                    self._wake_error = exc  # the main loop raises it at its next poll
+                    return
+
+    async def listen_for_wakeups(self) -> None:
+        delay_s = 0.1
+        while True:
+            pubsub = None
+            try:
+                pubsub = self.pool.pubsub()
+                await pubsub.subscribe(queue.WAKE_CHANNEL)
+                delay_s = 0.1
+                async for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Redis restarting: resubscribe with backoff
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, 5.0)
+            finally:
+                if pubsub is not None:
+                    # Hand the subscription's connection back; after a Redis restart it is dead anyway.
+                    with contextlib.suppress(Exception):
+                        await pubsub.aclose()
+
+    async def arm_wake_timer(self) -> None:
+        """Poll when the earliest deferred job falls due, if that comes before the next regular poll."""
+        earliest = await self.pool.zrange(self.queue_name, 0, 0, withscores=True)
+        if not earliest:
+            return
+        wait_s = earliest[0][1] / 1000 - time.time()
+        if 0 < wait_s < self.poll_delay_s:
+            if self._wake_timer is not None:
+                self._wake_timer.cancel()
+            self._wake_timer = asyncio.get_running_loop().call_later(wait_s, self._wake.set)
