@@ -1,4 +1,4 @@
-"""Process-wide logging: JSON lines on stderr by default, readable text lines when LOG_JSON=false (`make run`).
+"""Process-wide logging: JSON lines on stderr by default, readable text when LOG_JSON=false (`make run`).
 
 Secrets never reach logs: settings hold them as SecretStr and nothing logs raw keys.
 """

@@ -26,8 +26,8 @@ async def test_flushall_with_worker_stopped_loses_none_of_300_jobs(stack: Stack)
         stack.servers.redis.flushall()
         assert queue.zcard("arq:queue") == 0
 
-        # The scheduler puts back what MySQL says is due (checked before any worker can take one). A pending job
-        # older than STUCK_AFTER_S may also get a fresh "stale" message: count jobs, not messages.
+        # The scheduler puts back what MySQL says is due (checked before any worker can take one). A pending
+        # job older than STUCK_AFTER_S may also get a fresh "stale" message: count jobs, not messages.
         def queued_jobs() -> set[str]:
             return {member.decode().split(":")[0] for member in queue.zrange("arq:queue", 0, -1)}
 
