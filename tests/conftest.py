@@ -5,43 +5,18 @@ Never touches the system servers on 3306/6379; servers are stopped by PID at the
 
 from __future__ import annotations
 
-import asyncio
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from arq.worker import Worker
 from sqlalchemy import text
 
+from tests.utils.database import alembic
+from tests.utils.keys import make_key
+from tests.utils.settings import BASE_ENV, reset_process_state
 from workers.local_servers import MariaDBServer, RedisServer, ensure_binaries
-
-ROOT = Path(__file__).resolve().parent.parent
-
-# Fast defaults so the whole state machine runs in well under a second per attempt.
-BASE_ENV = {
-    "ENV": "test",
-    "ENABLE_DEMO_REPORTS": "true",
-    "RETRY_DELAYS_S": "[0.2, 0.4, 0.6]",
-    "JOB_TIMEOUT_S": "5",
-    "STUCK_AFTER_S": "3",
-    "SCAN_INTERVAL_S": "0.5",
-    "WORKER_POLL_DELAY_S": "0.01",
-    "API_KEY_CACHE_TTL_S": "0",
-    "LOG_JSON": "false",
-    "LOG_LEVEL": "WARNING",
-    "ALERT_COALESCE_S": "0.2",
-    "ALERT_TIMEOUT_S": "0.5",
-    "ALERT_RETRY_MAX_S": "0.5",
-    "CALLBACK_SECRET": "cb-test-secret-0123456789",
-    "CALLBACK_ALLOWED_HOSTS": "127.0.0.1",
-    "CALLBACK_RETRY_DELAYS_S": "[0.1, 0.2, 0.3]",
-    "CALLBACK_TIMEOUT_S": "0.5",
-}
 
 
 @pytest.fixture(scope="session")
@@ -60,18 +35,6 @@ def redis_server() -> Iterator[RedisServer]:
     server.start()
     yield server
     server.cleanup()
-
-
-def alembic(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, DATABASE_URL=url)
-    return subprocess.run(
-        [sys.executable, "-m", "alembic", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.fixture(scope="session")
@@ -94,17 +57,6 @@ def base_env(
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-
-
-async def reset_process_state() -> None:
-    """Forget cached settings, engine and Redis pool so the next use reads the current environment."""
-    from app.core import queue
-    from app.core.config import reset_settings
-    from app.core.db import dispose_engine
-
-    await queue.close_pool()
-    await dispose_engine()
-    reset_settings()
 
 
 @pytest.fixture
@@ -142,58 +94,14 @@ async def client(env: Any) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
-async def make_key(tenant: str = "acme", scopes: str = "jobs:read,jobs:write") -> dict[str, str]:
-    from app.auth import service
-
-    _, raw = await service.create_api_key(tenant, scopes.split(","))
-    return {"Authorization": f"Bearer {raw}"}
-
-
 @pytest.fixture
 async def auth(env: Any) -> dict[str, str]:
     return await make_key()
 
 
-def build_worker(**overrides: Any) -> Worker:
-    from workers.base import OrchestratorWorker
-    from workers.report_worker import worker_options
-
-    options = worker_options()
-    options.update(burst=True, poll_delay=0.01, handle_signals=False)
-    options.update(overrides)
-    return OrchestratorWorker(**options)
-
-
-async def drain(*, workers: int = 1, timeout_s: float = 60, **overrides: Any) -> None:
-    """Run burst workers until the queue (deferred retries included) is empty."""
-    built = [build_worker(**overrides) for _ in range(workers)]
-    try:
-        await asyncio.wait_for(asyncio.gather(*(w.main() for w in built)), timeout_s)
-    finally:
-        for w in built:
-            await w.close()
-
-
-async def drain_alerts(timeout_s: float = 60, **overrides: Any) -> None:
-    """Run a burst dead-letter consumer until the failed channel is empty."""
-    from workers.base import OrchestratorWorker
-    from workers.dead_letter import worker_options
-
-    options = worker_options()
-    options.update(burst=True, poll_delay=0.01, handle_signals=False)
-    options.update(overrides)
-    worker = OrchestratorWorker(**options)
-    try:
-        await asyncio.wait_for(worker.main(), timeout_s)
-    except asyncio.CancelledError:
-        pass
-    finally:
-        await worker.close()
-
-
 @pytest.fixture
 async def dingtalk(env: Any) -> AsyncIterator[Any]:
-    from tests.fakes.dingtalk import FakeDingTalk
+    from tests.utils.fakes.dingtalk import FakeDingTalk
 
     fake = FakeDingTalk().start()
     await env.set(DINGTALK_WEBHOOK_URL=fake.url, DINGTALK_SECRET=fake.secret)
@@ -203,7 +111,7 @@ async def dingtalk(env: Any) -> AsyncIterator[Any]:
 
 @pytest.fixture
 async def receiver(env: Any) -> AsyncIterator[Any]:
-    from tests.fakes.receiver import Receiver
+    from tests.utils.fakes.receiver import Receiver
 
     fake = Receiver().start()
     yield fake

@@ -6,7 +6,9 @@ import itertools
 
 import pytest
 
-from tests.e2e.conftest import Stack, attempts, eventually, parse_ts, wait_job
+from tests.utils.jobs import get_attempts, parse_ts, wait_job
+from tests.utils.polling import eventually
+from tests.utils.stack import Stack
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,9 +38,11 @@ async def test_sigkilled_worker_mid_run_keeps_the_order_of_each_key(stack: Stack
 
         for ids in by_key.values():
             for job_id in ids:
-                job = await wait_job(client, job_id, within_s=60)
+                job = await wait_job(client, None, job_id, within_s=60)
                 assert job["status"] == "done", job
-        history = {job_id: await attempts(client, job_id) for ids in by_key.values() for job_id in ids}
+        history = {
+            job_id: await get_attempts(client, None, job_id) for ids in by_key.values() for job_id in ids
+        }
 
     assert [a["outcome"] for a in history[target]] == ["lost", "succeeded"]
     for ids in by_key.values():

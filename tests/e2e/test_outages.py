@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import Stack, eventually
+from tests.utils.polling import eventually
+from tests.utils.stack import Stack
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import Stack, eventually, submit_many
+from tests.utils.jobs import submit_many
+from tests.utils.polling import eventually
+from tests.utils.stack import Stack
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -16,7 +18,7 @@ async def test_flushall_with_worker_stopped_loses_none_of_300_jobs(stack: Stack)
     stack.start_scheduler()
     async with stack.client() as client:
         bodies = [{"report_type": "demo.csv", "params": {"rows": 1}} for _ in range(JOBS)]
-        ids = await submit_many(client, bodies, concurrency=16)
+        ids = await submit_many(client, None, bodies, concurrency=16)
     assert len(set(ids)) == JOBS
     assert stack.status_counts() == {"pending": JOBS}
 

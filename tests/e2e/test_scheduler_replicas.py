@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.conftest import Stack, eventually
-from tests.fakes.dingtalk import FakeDingTalk
+from tests.utils.fakes.dingtalk import FakeDingTalk
+from tests.utils.polling import eventually
+from tests.utils.stack import Stack
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,17 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.e2e.conftest import (
-    SCAN_INTERVAL_S,
-    STUCK_AFTER_S,
-    Stack,
-    attempts,
-    eventually,
-    get_job,
-    parse_ts,
-    submit,
-    wait_job,
-)
+from tests.utils.jobs import get_attempts, get_job, parse_ts, submit_id, wait_job
+from tests.utils.polling import eventually
+from tests.utils.stack import SCAN_INTERVAL_S, STUCK_AFTER_S, Stack
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,16 +25,16 @@ async def test_sigkilled_worker_mid_job_ends_done_with_one_lost_attempt(stack: S
     workers = [stack.start_worker(), stack.start_worker()]
     stack.start_scheduler()
     async with stack.client() as client:
-        job_id = await submit(client, "demo.sleep", seconds=2)
+        job_id = await submit_id(client, None, "demo.sleep", seconds=2)
         pid = await running_worker_pid(stack, job_id)
         victim = stack.proc_by_pid(pid)
         assert victim in workers, f"job {job_id} runs in pid {pid}, not one of our workers"
         killed_at = datetime.now(UTC)
         victim.kill()
 
-        job = await wait_job(client, job_id, within_s=30)
+        job = await wait_job(client, None, job_id, within_s=30)
         assert job["status"] == "done", job
-        history = await attempts(client, job_id)
+        history = await get_attempts(client, None, job_id)
 
     assert [a["outcome"] for a in history] == ["lost", "succeeded"], history
     lost, succeeded = history
@@ -61,21 +53,21 @@ async def test_sigterm_mid_job_burns_no_attempt(stack: Stack) -> None:
     stack.start_scheduler()
     worker = stack.start_worker(WORKER_SHUTDOWN_GRACE_S="1")
     async with stack.client() as client:
-        job_id = await submit(client, "demo.sleep", seconds=6)
+        job_id = await submit_id(client, None, "demo.sleep", seconds=6)
         pid = await running_worker_pid(stack, job_id)
         assert pid == worker.pid
         code = await asyncio.to_thread(worker.terminate, 15)
         assert code == 0, worker.tail()
 
-        job = await get_job(client, job_id)
+        job = await get_job(client, None, job_id)
         assert job["status"] == "pending" and job["attempt"] == 0, job
-        [handed_back] = await attempts(client, job_id)
+        [handed_back] = await get_attempts(client, None, job_id)
         assert handed_back["outcome"] == "superseded", handed_back
         assert handed_back["error"]["type"] == "WorkerShutdown", handed_back
 
         replacement = stack.start_worker()
-        job = await wait_job(client, job_id, within_s=30)
-        history = await attempts(client, job_id)
+        job = await wait_job(client, None, job_id, within_s=30)
+        history = await get_attempts(client, None, job_id)
 
     assert job["status"] == "done" and job["attempt"] == 1, job
     assert [a["outcome"] for a in history] == ["superseded", "succeeded"], history
@@ -87,14 +79,14 @@ async def test_sigterm_lets_a_short_job_finish_within_the_grace_period(stack: St
     stack.start_api()
     worker = stack.start_worker(WORKER_SHUTDOWN_GRACE_S="10")
     async with stack.client() as client:
-        job_id = await submit(client, "demo.sleep", seconds=1.5)
+        job_id = await submit_id(client, None, "demo.sleep", seconds=1.5)
         pid = await running_worker_pid(stack, job_id)
         assert pid == worker.pid
         code = await asyncio.to_thread(worker.terminate, 20)
         assert code == 0, worker.tail()
 
-        job = await get_job(client, job_id)
-        history = await attempts(client, job_id)
+        job = await get_job(client, None, job_id)
+        history = await get_attempts(client, None, job_id)
 
     assert job["status"] == "done" and job["attempt"] == 1, job
     assert [a["outcome"] for a in history] == ["succeeded"], history

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ROOT, alembic
+from tests.utils.database import ROOT, alembic
 from workers.local_servers import MariaDBServer, RedisServer, free_port
 
 CHECKS = ",".join(

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import jsonschema_rs
 
-from tests.conftest import drain
+from tests.utils.workers import drain
 
 
 def _schema(openapi: dict[str, Any], name: str) -> dict[str, Any]:

@@ -17,12 +17,13 @@ from app.core.db import session_scope
 from app.dead_letters.sinks import DingTalkSink, FeishuSink, LogSink, WebhookSink, build_sinks
 from app.maintenance import service as maintenance
 from app.models import AlertDelivery
-from tests.conftest import drain, drain_alerts
-from tests.fakes.dingtalk import FakeDingTalk
-from tests.fakes.feishu import FakeFeishu, expected_sign
-from tests.fakes.receiver import verify
-from tests.fakes.webhook import FakeWebhook
-from tests.integration.test_dead_letters import kill_permanently, letters, submit
+from tests.utils.dead_letters import kill_permanently, letters
+from tests.utils.fakes.dingtalk import FakeDingTalk
+from tests.utils.fakes.feishu import FakeFeishu, expected_sign
+from tests.utils.fakes.receiver import verify
+from tests.utils.fakes.webhook import FakeWebhook
+from tests.utils.jobs import submit_id
+from tests.utils.workers import drain, drain_alerts
 
 
 @pytest.fixture
@@ -203,7 +204,7 @@ async def test_thirty_jobs_dying_at_once_with_three_sinks_keep_each_budget_and_n
     consumer = asyncio.create_task(drain_alerts(burst=False))
     ids: list[str] = []
     for _ in range(10):
-        ids += [await submit(client, auth, "demo.flaky", fail_times=1, permanent=True) for _ in range(3)]
+        ids += [await submit_id(client, auth, "demo.flaky", fail_times=1, permanent=True) for _ in range(3)]
         await drain(workers=2)
         await asyncio.sleep(0.2)
     for _ in range(400):

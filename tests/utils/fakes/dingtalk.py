@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.server import FakeServer
+from tests.utils.fakes.server import FakeServer
 
 SECRET = "SEC0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"
 

@@ -10,29 +10,19 @@ import httpx
 
 from app.core.config import get_settings
 from app.maintenance import service as maintenance
-from tests.conftest import drain
-
-
-async def post(
-    client: httpx.AsyncClient, auth: dict[str, str], body: dict[str, Any], key: str | None = None
-) -> str:
-    headers = {**auth, "Idempotency-Key": key} if key else auth
-    resp = await client.post("/v1/jobs", json=body, headers=headers)
-    assert resp.status_code == 202, resp.text
-    return str(resp.json()["id"])
+from tests.utils.jobs import submit_id
+from tests.utils.workers import drain
 
 
 async def test_expired_jobs_and_their_files_are_purged_but_dead_letters_and_idempotency_keep_theirs(
     client: httpx.AsyncClient, auth: dict[str, str], env: Any
 ) -> None:
     await env.set(JOB_RETENTION_S="0.3", IDEMPOTENCY_TTL_S="3600")
-    done = await post(client, auth, {"report_type": "demo.csv", "params": {"rows": 5}})
-    cancelled = await post(client, auth, {"report_type": "demo.csv", "params": {"rows": 5}})
+    done = await submit_id(client, auth, "demo.csv", rows=5)
+    cancelled = await submit_id(client, auth, "demo.csv", rows=5)
     await client.post(f"/v1/jobs/{cancelled}/cancel", headers=auth)
-    dead = await post(
-        client, auth, {"report_type": "demo.flaky", "params": {"fail_times": 1, "permanent": True}}
-    )
-    keyed = await post(client, auth, {"report_type": "demo.csv", "params": {"rows": 1}}, key="order-7")
+    dead = await submit_id(client, auth, "demo.flaky", fail_times=1, permanent=True)
+    keyed = await submit_id(client, {**auth, "Idempotency-Key": "order-7"}, "demo.csv", rows=1)
     await drain()
     output_dir = Path(get_settings().output_dir) / done
     assert output_dir.is_dir()

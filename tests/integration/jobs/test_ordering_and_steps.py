@@ -11,21 +11,9 @@ from typing import Any
 import httpx
 
 from app.maintenance import service as maintenance
-from tests.conftest import drain, drain_alerts, make_key
-
-
-def ts(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-async def submit(
-    client: httpx.AsyncClient, auth: dict[str, str], report_type: str, params: dict[str, Any], **extra: Any
-) -> dict[str, Any]:
-    resp = await client.post(
-        "/v1/jobs", headers=auth, json={"report_type": report_type, "params": params, **extra}
-    )
-    assert resp.status_code == 202, resp.text
-    return dict(resp.json())
+from tests.utils.jobs import parse_ts, submit
+from tests.utils.keys import make_key
+from tests.utils.workers import drain, drain_alerts
 
 
 async def get(client: httpx.AsyncClient, auth: dict[str, str], path: str) -> Any:
@@ -43,7 +31,7 @@ async def windows(
             a for a in await get(client, auth, f"/v1/jobs/{job_id}/attempts") if a["outcome"] == "succeeded"
         ]
         assert len(attempts) == 1, (job_id, attempts)
-        spans.append((ts(attempts[0]["started_at"]), ts(attempts[0]["finished_at"])))
+        spans.append((parse_ts(attempts[0]["started_at"]), parse_ts(attempts[0]["finished_at"])))
     return spans
 
 
@@ -57,7 +45,7 @@ async def submit_interleaved(client: httpx.AsyncClient, auth: dict[str, str]) ->
     by_key: dict[str, list[str]] = defaultdict(list)
     for i in range(50):
         key = f"order-{i % 5}"
-        job = await submit(client, auth, "demo.sleep", {"seconds": 0.05}, ordering_key=key)
+        job = await submit(client, auth, "demo.sleep", job={"ordering_key": key}, seconds=0.05)
         by_key[key].append(job["id"])
     return by_key
 
@@ -79,8 +67,8 @@ async def test_fifty_jobs_over_five_keys_on_three_workers_run_in_order_per_key_a
 
 
 async def test_a_waiting_job_shows_what_blocks_it(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
-    first = await submit(client, auth, "demo.sleep", {"seconds": 0.3}, ordering_key="k")
-    second = await submit(client, auth, "demo.csv", {"rows": 1}, ordering_key="k")
+    first = await submit(client, auth, "demo.sleep", job={"ordering_key": "k"}, seconds=0.3)
+    second = await submit(client, auth, "demo.csv", job={"ordering_key": "k"}, rows=1)
     worker = asyncio.create_task(drain(burst=False))
     try:
         for _ in range(100):
@@ -119,11 +107,11 @@ async def test_dead_predecessor_blocks_successors_until_replayed_unless_they_con
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
     dead = await submit(
-        client, auth, "demo.flaky", {"fail_times": 1, "permanent": True}, ordering_key="acct-7"
+        client, auth, "demo.flaky", job={"ordering_key": "acct-7"}, fail_times=1, permanent=True
     )
-    waits = await submit(client, auth, "demo.csv", {"rows": 1}, ordering_key="acct-7")
+    waits = await submit(client, auth, "demo.csv", job={"ordering_key": "acct-7"}, rows=1)
     goes_on = await submit(
-        client, auth, "demo.csv", {"rows": 1}, ordering_key="acct-7", on_predecessor_dead="continue"
+        client, auth, "demo.csv", job={"ordering_key": "acct-7", "on_predecessor_dead": "continue"}, rows=1
     )
     await drain()
     assert (await get(client, auth, f"/v1/jobs/{dead['id']}"))["status"] == "dead"
@@ -140,9 +128,9 @@ async def test_dead_predecessor_blocks_successors_until_replayed_unless_they_con
 async def test_continue_policy_runs_past_a_dead_predecessor(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    await submit(client, auth, "demo.flaky", {"fail_times": 1, "permanent": True}, ordering_key="acct-8")
+    await submit(client, auth, "demo.flaky", job={"ordering_key": "acct-8"}, fail_times=1, permanent=True)
     after = await submit(
-        client, auth, "demo.csv", {"rows": 1}, ordering_key="acct-8", on_predecessor_dead="continue"
+        client, auth, "demo.csv", job={"ordering_key": "acct-8", "on_predecessor_dead": "continue"}, rows=1
     )
     await drain()
     assert (await get(client, auth, f"/v1/jobs/{after['id']}"))["status"] == "done"
@@ -158,7 +146,7 @@ def step_table(steps: list[dict[str, Any]]) -> dict[str, tuple[str, int]]:
 async def test_a_step_failing_twice_then_succeeding_does_not_rerun_the_steps_before_it(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job = await submit(client, auth, "demo.steps", {"fail_step": "upload", "fail_times": 2})
+    job = await submit(client, auth, "demo.steps", fail_step="upload", fail_times=2)
     await drain()
     body = await get(client, auth, f"/v1/jobs/{job['id']}")
     assert body["status"] == "done" and body["attempt"] == 3
@@ -175,7 +163,7 @@ async def test_a_step_failing_twice_then_succeeding_does_not_rerun_the_steps_bef
 async def test_failing_manual_step_dead_letters_the_job_after_one_try_naming_the_step(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job = await submit(client, auth, "demo.steps", {"fail_step": "charge", "fail_times": 1})
+    job = await submit(client, auth, "demo.steps", fail_step="charge", fail_times=1)
     await drain()
     body = await get(client, auth, f"/v1/jobs/{job['id']}")
     assert body["status"] == "dead" and body["attempt"] == 1
@@ -189,7 +177,7 @@ async def test_failing_manual_step_dead_letters_the_job_after_one_try_naming_the
 async def test_replaying_the_manual_step_alone_completes_the_job_without_rerunning_succeeded_steps(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job = await submit(client, auth, "demo.steps", {"fail_step": "charge", "fail_times": 1})
+    job = await submit(client, auth, "demo.steps", fail_step="charge", fail_times=1)
     await drain()
     bad = await client.post(f"/v1/jobs/{job['id']}/replay", json={"steps": ["refund"]}, headers=auth)
     assert bad.status_code == 422
@@ -211,7 +199,7 @@ async def test_a_dead_manual_step_is_not_retried_by_a_worker_retry(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
     """Even a retryable failure of a manual step stops the job: it is tried at most once automatically."""
-    job = await submit(client, auth, "demo.steps", {"fail_step": "charge", "fail_times": 5})
+    job = await submit(client, auth, "demo.steps", fail_step="charge", fail_times=5)
     await drain()
     steps = step_table(await get(client, auth, f"/v1/jobs/{job['id']}/steps"))
     assert steps["charge"] == ("failed", 1)
@@ -222,10 +210,10 @@ async def test_the_alert_of_a_dead_predecessor_says_its_successors_wait(
     client: httpx.AsyncClient, auth: dict[str, str], dingtalk: Any
 ) -> None:
     dead = await submit(
-        client, auth, "demo.flaky", {"fail_times": 1, "permanent": True}, ordering_key="acct-9"
+        client, auth, "demo.flaky", job={"ordering_key": "acct-9"}, fail_times=1, permanent=True
     )
     for _ in range(2):
-        await submit(client, auth, "demo.csv", {"rows": 1}, ordering_key="acct-9")
+        await submit(client, auth, "demo.csv", job={"ordering_key": "acct-9"}, rows=1)
     await drain()
     await drain_alerts()
     [message] = dingtalk.accepted
@@ -236,7 +224,7 @@ async def test_the_alert_of_a_dead_predecessor_says_its_successors_wait(
 async def test_bulk_replay_of_a_dead_multi_step_job_reruns_its_failed_manual_step(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job = await submit(client, auth, "demo.steps", {"fail_step": "charge", "fail_times": 1})
+    job = await submit(client, auth, "demo.steps", fail_step="charge", fail_times=1)
     await drain()
     admin = await make_key("ops", "admin")
     resp = await client.post("/v1/dead-letters/replay", json={"job_ids": [job["id"]]}, headers=admin)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import alembic
+from tests.utils.database import alembic
 from workers.local_servers import MariaDBServer
 
 

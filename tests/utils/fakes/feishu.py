@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.server import FakeServer
+from tests.utils.fakes.server import FakeServer
 
 SECRET = "feishu-test-secret-Qm9vdHN0cmFw"
 

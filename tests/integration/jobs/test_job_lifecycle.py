@@ -13,35 +13,17 @@ from sqlalchemy import func, select
 from app.core.db import session_scope
 from app.core.queue import RUN_REPORT, get_pool
 from app.models import DeadLetter, JobAttempt
-from tests.conftest import drain
-
-
-async def submit(client: httpx.AsyncClient, auth: dict[str, str], report_type: str, **params: Any) -> str:
-    resp = await client.post("/v1/jobs", json={"report_type": report_type, "params": params}, headers=auth)
-    assert resp.status_code == 202, resp.text
-    assert resp.headers["location"] == f"/v1/jobs/{resp.json()['id']}"
-    return str(resp.json()["id"])
-
-
-async def job(client: httpx.AsyncClient, auth: dict[str, str], job_id: str) -> dict[str, Any]:
-    resp = await client.get(f"/v1/jobs/{job_id}", headers=auth)
-    assert resp.status_code == 200, resp.text
-    return dict(resp.json())
-
-
-async def attempts(client: httpx.AsyncClient, auth: dict[str, str], job_id: str) -> list[dict[str, Any]]:
-    resp = await client.get(f"/v1/jobs/{job_id}/attempts", headers=auth)
-    assert resp.status_code == 200, resp.text
-    return list(resp.json())
+from tests.utils.jobs import get_attempts, get_job, submit_id
+from tests.utils.workers import drain
 
 
 async def test_demo_csv_job_ends_done_with_the_right_file(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job_id = await submit(client, auth, "demo.csv", rows=2500)
-    assert (await job(client, auth, job_id))["status"] == "pending"
+    job_id = await submit_id(client, auth, "demo.csv", rows=2500)
+    assert (await get_job(client, auth, job_id))["status"] == "pending"
     await drain()
-    body = await job(client, auth, job_id)
+    body = await get_job(client, auth, job_id)
     assert body["status"] == "done"
     assert body["attempt"] == 1 and body["progress"] == 1.0 and body["last_error"] is None
     assert body["output"]["url"] == f"/v1/jobs/{job_id}/output"
@@ -58,11 +40,11 @@ async def test_demo_csv_job_ends_done_with_the_right_file(
 async def test_flaky_job_succeeds_on_attempt_3_with_gaps_following_retry_delays(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job_id = await submit(client, auth, "demo.flaky", fail_times=2)
+    job_id = await submit_id(client, auth, "demo.flaky", fail_times=2)
     await drain()
-    body = await job(client, auth, job_id)
+    body = await get_job(client, auth, job_id)
     assert body["status"] == "done" and body["attempt"] == 3
-    rows = await attempts(client, auth, job_id)
+    rows = await get_attempts(client, auth, job_id)
     assert [r["attempt"] for r in rows] == [1, 2, 3]
     assert [r["outcome"] for r in rows] == ["failed", "failed", "succeeded"]
     assert rows[0]["error"]["type"] == "RuntimeError" and rows[0]["error"]["retryable"] is True
@@ -80,12 +62,12 @@ async def test_flaky_job_succeeds_on_attempt_3_with_gaps_following_retry_delays(
 async def test_permanent_failure_is_dead_after_one_attempt_with_its_dead_letter(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job_id = await submit(client, auth, "demo.flaky", fail_times=5, permanent=True)
+    job_id = await submit_id(client, auth, "demo.flaky", fail_times=5, permanent=True)
     await drain()
-    body = await job(client, auth, job_id)
+    body = await get_job(client, auth, job_id)
     assert body["status"] == "dead" and body["attempt"] == 1
     assert body["last_error"]["type"] == "PermanentError" and body["last_error"]["retryable"] is False
-    assert [r["outcome"] for r in await attempts(client, auth, job_id)] == ["failed"]
+    assert [r["outcome"] for r in await get_attempts(client, auth, job_id)] == ["failed"]
     async with session_scope() as session:
         letters = (
             (await session.execute(select(DeadLetter).where(DeadLetter.job_id == job_id))).scalars().all()
@@ -108,31 +90,31 @@ async def test_timeout_is_retried_then_dead(
     )
     job_id = resp.json()["id"]
     await drain()
-    body = await job(client, auth, job_id)
+    body = await get_job(client, auth, job_id)
     assert body["status"] == "dead" and body["attempt"] == 2
     assert body["last_error"]["type"] == "TimeoutError" and body["last_error"]["retryable"] is True
-    assert [r["outcome"] for r in await attempts(client, auth, job_id)] == ["timed_out", "timed_out"]
+    assert [r["outcome"] for r in await get_attempts(client, auth, job_id)] == ["timed_out", "timed_out"]
 
 
 async def test_exhausted_budget_goes_dead_after_max_attempts(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job_id = await submit(client, auth, "demo.flaky", fail_times=10)
+    job_id = await submit_id(client, auth, "demo.flaky", fail_times=10)
     await drain()
-    body = await job(client, auth, job_id)
+    body = await get_job(client, auth, job_id)
     assert body["status"] == "dead" and body["attempt"] == 4 and body["max_attempts"] == 4
-    assert [r["outcome"] for r in await attempts(client, auth, job_id)] == ["failed"] * 4
+    assert [r["outcome"] for r in await get_attempts(client, auth, job_id)] == ["failed"] * 4
 
 
 async def test_same_job_delivered_to_two_workers_at_once_runs_once(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job_id = await submit(client, auth, "demo.sleep", seconds=0.5)
+    job_id = await submit_id(client, auth, "demo.sleep", seconds=0.5)
     pool = await get_pool()
     # A second, independent delivery of the same report job (as a redelivery or a reconcile race makes).
     assert await pool.enqueue_job(RUN_REPORT, job_id, _job_id=f"{job_id}:duplicate") is not None
     await drain(workers=2)
-    body = await job(client, auth, job_id)
+    body = await get_job(client, auth, job_id)
     assert body["status"] == "done" and body["attempt"] == 1
     async with session_scope() as session:
         count = (
@@ -149,7 +131,7 @@ async def test_stale_attempt_cannot_overwrite_a_newer_one(
     from app.attempts import service
     from app.core.states import AttemptKey, AttemptOutcome
 
-    job_id = await submit(client, auth, "demo.csv", rows=1)
+    job_id = await submit_id(client, auth, "demo.csv", rows=1)
     started = await service.start_attempt(job_id, "w1")
     assert isinstance(started, service.Started)
     # The first attempt fails and is retried; a second one starts.
@@ -163,15 +145,15 @@ async def test_stale_attempt_cannot_overwrite_a_newer_one(
         AttemptKey(job_id, 1, 0), AttemptOutcome.FAILED, service.error_dict("X", "late", False)
     )
     assert late_fail.applied is False
-    assert (await job(client, auth, job_id))["status"] == "running"
+    assert (await get_job(client, auth, job_id))["status"] == "running"
     assert await service.complete_attempt(second.key, None) is True
-    assert (await job(client, auth, job_id))["status"] == "done"
+    assert (await get_job(client, auth, job_id))["status"] == "done"
 
 
 async def test_wait_long_polls_until_the_job_is_terminal(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job_id = await submit(client, auth, "demo.sleep", seconds=0.3)
+    job_id = await submit_id(client, auth, "demo.sleep", seconds=0.3)
     worker = asyncio.create_task(drain())
     resp = await client.get(f"/v1/jobs/{job_id}", params={"wait": 10}, headers=auth)
     await worker
@@ -188,11 +170,11 @@ async def test_pending_job_whose_message_is_held_by_a_dead_worker_lease_still_ru
     from app.maintenance import service as maintenance
 
     await env.set(STUCK_AFTER_S="0.5", SCAN_INTERVAL_S="0.2")
-    job_id = await submit(client, auth, "demo.csv", rows=1)
+    job_id = await submit_id(client, auth, "demo.csv", rows=1)
     pool = await get_pool()
     await pool.set(in_progress_key_prefix + f"{job_id}:0", b"1", px=600_000)  # the dead worker's lease
     await asyncio.sleep(0.6)
-    assert (await job(client, auth, job_id))["status"] == "pending"
+    assert (await get_job(client, auth, job_id))["status"] == "pending"
     assert (await maintenance.run_tick(use_lease=False))["reenqueued"] == 1
     worker = asyncio.create_task(drain(burst=False, timeout_s=30))
     try:

@@ -37,12 +37,14 @@ from app.core.tenancy import EVERY_TENANT
 from app.jobs.repository import JobRepository
 from app.reports.base import ReportContext
 from app.reports.registry import registry
-from tests.conftest import ROOT, drain, drain_alerts, make_key
-from tests.fakes.dingtalk import FakeDingTalk
+from tests.utils.database import ROOT
+from tests.utils.fakes.dingtalk import FakeDingTalk
+from tests.utils.jobs import submit_id
+from tests.utils.keys import bearer, make_key
+from tests.utils.problems import BOGUS_ID, assert_problem
+from tests.utils.workers import drain, drain_alerts
 from workers.local_servers import MariaDBServer, free_port
 
-PROBLEM = "application/problem+json"
-BOGUS_ID = "01JD3Z7Q8J5Q0V6W2XKX4N9M1B"
 CSV = {"report_type": "demo.csv", "params": {"rows": 3}}
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 
@@ -50,29 +52,9 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 # ---- helpers ----------------------------------------------------------------------------------------
 
 
-def assert_problem(resp: httpx.Response, status: int) -> dict[str, Any]:
-    assert resp.status_code == status, resp.text
-    assert resp.headers["content-type"].split(";")[0] == PROBLEM, resp.headers
-    body = resp.json()
-    assert body["status"] == status and body["title"] and body["detail"], body
-    return dict(body)
-
-
-def bearer(raw: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {raw}"}
-
-
-async def submit(client: httpx.AsyncClient, headers: dict[str, str], body: dict[str, Any] = CSV) -> str:
-    resp = await client.post("/v1/jobs", json=body, headers=headers)
-    assert resp.status_code == 202, resp.text
-    return str(resp.json()["id"])
-
-
 async def dead_job(client: httpx.AsyncClient, headers: dict[str, str]) -> str:
     """A job that dies on its first attempt (permanent error) and leaves a dead letter."""
-    job_id = await submit(
-        client, headers, {"report_type": "demo.flaky", "params": {"fail_times": 1, "permanent": True}}
-    )
+    job_id = await submit_id(client, headers, "demo.flaky", fail_times=1, permanent=True)
     await drain()
     return job_id
 
@@ -270,7 +252,7 @@ async def test_read_only_key_cannot_replay_or_cancel_and_the_jobs_are_unchanged(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
     dead = await dead_job(client, auth)
-    pending = await submit(client, auth)
+    pending = await submit_id(client, auth, "demo.csv", rows=3)
     reader = await make_key("acme", "jobs:read")
     before = {j: await job_state(j) for j in (dead, pending)}
     for job_id in (dead, pending):
@@ -315,7 +297,7 @@ async def test_replay_and_cancel_of_another_tenants_job_are_404_and_change_nothi
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
     dead = await dead_job(client, auth)
-    pending = await submit(client, auth)
+    pending = await submit_id(client, auth, "demo.csv", rows=3)
     other = await make_key("globex", "jobs:read,jobs:write")
     before = {j: await job_state(j) for j in (dead, pending)}
     for job_id in (dead, pending):
@@ -353,7 +335,7 @@ async def test_admin_may_replay_and_cancel_a_job_of_any_tenant(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
     dead = await dead_job(client, auth)
-    pending = await submit(client, auth)
+    pending = await submit_id(client, auth, "demo.csv", rows=3)
     admin = await make_key("ops", "admin")
     replayed = await client.post(f"/v1/jobs/{dead}/replay", headers=admin)
     assert replayed.status_code == 202 and replayed.json()["replay_count"] == 1
@@ -365,7 +347,7 @@ async def test_tenant_names_that_mysql_would_confuse_cannot_be_created(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
     """MySQL's default collation folds case, accents and trailing spaces: tenants are lowercase slugs."""
-    job_id = await submit(client, auth)
+    job_id = await submit_id(client, auth, "demo.csv", rows=3)
     before = await job_state(job_id)
     for tenant in ("ACME", "acme ", "ácme", " acme", "acme\n", ""):
         with pytest.raises(ValidationFailed):
@@ -420,10 +402,7 @@ async def test_output_filename_from_hostile_params_is_sanitised_and_the_file_sta
     report_type("test.named", NamedParams, named_output)
     root = output_root()
     files_before = files_under(root)
-    jobs = {
-        name: await submit(client, auth, {"report_type": "test.named", "params": {"name": name}})
-        for name in HOSTILE_NAMES
-    }
+    jobs = {name: await submit_id(client, auth, "test.named", name=name) for name in HOSTILE_NAMES}
     await drain()
     other = await make_key("globex", "jobs:read")
     for name, job_id in jobs.items():
@@ -475,7 +454,7 @@ async def test_secrets_never_reach_the_logs_of_submit_failed_auth_and_a_dead_job
     assert await service.revoke_api_key(revoked_raw[:12])
     headers = bearer(raw)
 
-    job_id = await submit(client, headers)
+    job_id = await submit_id(client, headers, "demo.csv", rows=3)
     forged = "ro_" + secrets.token_urlsafe(32)
     for value in (f"Bearer {forged}", f"Bearer {revoked_raw}", f"Basic {raw}", f"Bearer {raw}x"):
         assert_problem(await client.get("/v1/jobs", headers={"Authorization": value}), 401)
@@ -518,7 +497,7 @@ async def test_openapi_docs_and_metrics_contain_no_secret(
     db_url, db_password = password_db_url
     await env.set(DATABASE_URL=db_url)
     _, raw = await service.create_api_key("acme", ["jobs:read", "jobs:write"])
-    await submit(client, bearer(raw))
+    await submit_id(client, bearer(raw), "demo.csv", rows=3)
     assert (await client.get("/v1/jobs", headers=bearer("ro_" + "y" * 43))).status_code == 401
     token = dingtalk.url.split("access_token=", 1)[1]
     for path in ("/openapi.json", "/metrics", "/docs", "/redoc", "/healthz", "/readyz"):
@@ -558,7 +537,7 @@ async def test_error_bodies_never_echo_the_authorization_header_nor_the_database
     bodies: dict[int, str] = {}
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
         h = bearer(raw)
-        job_id = await submit(c, h)
+        job_id = await submit_id(c, h, "demo.csv", rows=3)
         await c.get("/v1/jobs", headers=bearer(reader_raw))  # cached from now on
         answers = [
             await c.get("/v1/jobs", headers=bearer(raw + "0")),  # 401
@@ -596,7 +575,7 @@ async def test_error_bodies_never_echo_the_authorization_header_nor_the_database
 async def test_forged_queue_message_for_a_finished_job_does_not_run_it_again(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job_id = await submit(client, auth)
+    job_id = await submit_id(client, auth, "demo.csv", rows=3)
     await drain()
     before = await job_state(job_id)
     assert before["status"] == "done"

@@ -1,7 +1,7 @@
 """A real local HTTP server receiving generic alert webhooks; it verifies `X-Report-Signature`.
 
 The signature is the completion-callback scheme (`t=<unix>,v1=<hex HMAC-SHA256 of "<t>." + body>`), checked
-with `tests.fakes.receiver.verify`. Scriptable: answer HTTP 500, HTTP 400 or hang for the next requests;
+with `tests.utils.fakes.receiver.verify`. Scriptable: answer HTTP 500, HTTP 400 or hang for the next requests;
 otherwise 204 (any 2xx counts as accepted).
 """
 
@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.receiver import verify
-from tests.fakes.server import FakeServer
+from tests.utils.fakes.receiver import verify
+from tests.utils.fakes.server import FakeServer
 
 SECRET = "alert-webhook-test-secret-0123456789"
 

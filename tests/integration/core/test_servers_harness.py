@@ -1,4 +1,4 @@
-"""Self-test of workers/local_servers.py: private MariaDB and Redis children start, keep data, clean up."""
+"""Self-test of workers/local_servers: private MariaDB and Redis children start, keep data, clean up."""
 
 from __future__ import annotations
 

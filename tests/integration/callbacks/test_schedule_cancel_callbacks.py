@@ -9,23 +9,9 @@ from typing import Any
 import httpx
 
 from app.maintenance import service as maintenance
-from tests.conftest import drain, drain_alerts
-from tests.fakes.receiver import Receiver
-
-
-def ts(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-async def post_job(
-    client: httpx.AsyncClient, auth: dict[str, str], report_type: str, **extra: Any
-) -> dict[str, Any]:
-    params = extra.pop("params", {})
-    resp = await client.post(
-        "/v1/jobs", json={"report_type": report_type, "params": params, **extra}, headers=auth
-    )
-    assert resp.status_code == 202, resp.text
-    return dict(resp.json())
+from tests.utils.fakes.receiver import Receiver
+from tests.utils.jobs import parse_ts, submit
+from tests.utils.workers import drain, drain_alerts
 
 
 async def get(client: httpx.AsyncClient, auth: dict[str, str], job_id: str, path: str = "") -> Any:
@@ -45,8 +31,8 @@ async def test_scheduled_job_starts_not_before_run_at_and_shortly_after(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
     run_at = datetime.now(UTC) + timedelta(seconds=1.0)
-    job = await post_job(client, auth, "demo.csv", params={"rows": 1}, run_at=run_at.isoformat())
-    assert job["status"] == "scheduled" and ts(job["run_at"]) == run_at
+    job = await submit(client, auth, "demo.csv", job={"run_at": run_at.isoformat()}, rows=1)
+    assert job["status"] == "scheduled" and parse_ts(job["run_at"]) == run_at
     worker = await running_worker()
     try:
         done = (await client.get(f"/v1/jobs/{job['id']}", params={"wait": 10}, headers=auth)).json()
@@ -54,7 +40,7 @@ async def test_scheduled_job_starts_not_before_run_at_and_shortly_after(
         worker.cancel()
     assert done["status"] == "done"
     [attempt] = await get(client, auth, job["id"], "/attempts")
-    started = ts(attempt["started_at"])
+    started = parse_ts(attempt["started_at"])
     assert started >= run_at
     assert started - run_at < timedelta(seconds=1)
 
@@ -63,7 +49,7 @@ async def test_redis_flushed_while_scheduled_still_runs_on_time(
     client: httpx.AsyncClient, auth: dict[str, str], env: Any
 ) -> None:
     run_at = datetime.now(UTC) + timedelta(seconds=1.2)
-    job = await post_job(client, auth, "demo.csv", params={"rows": 1}, run_at=run_at.isoformat())
+    job = await submit(client, auth, "demo.csv", job={"run_at": run_at.isoformat()}, rows=1)
     env.redis.flushall()
     assert (await maintenance.run_tick(use_lease=False))["reenqueued"] == 1
     worker = await running_worker()
@@ -73,7 +59,7 @@ async def test_redis_flushed_while_scheduled_still_runs_on_time(
         worker.cancel()
     assert done["status"] == "done"
     [attempt] = await get(client, auth, job["id"], "/attempts")
-    assert run_at <= ts(attempt["started_at"]) < run_at + timedelta(seconds=1)
+    assert run_at <= parse_ts(attempt["started_at"]) < run_at + timedelta(seconds=1)
 
 
 # ---- cancellation --------------------------------------------------------------------------------
@@ -82,9 +68,9 @@ async def test_redis_flushed_while_scheduled_still_runs_on_time(
 async def test_cancelled_pending_and_scheduled_jobs_never_run(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    pending = await post_job(client, auth, "demo.csv", params={"rows": 1})
+    pending = await submit(client, auth, "demo.csv", rows=1)
     later = (datetime.now(UTC) + timedelta(seconds=0.5)).isoformat()
-    scheduled = await post_job(client, auth, "demo.csv", params={"rows": 1}, run_at=later)
+    scheduled = await submit(client, auth, "demo.csv", job={"run_at": later}, rows=1)
     for job in (pending, scheduled):
         resp = await client.post(f"/v1/jobs/{job['id']}/cancel", headers=auth)
         assert resp.status_code == 202 and resp.json()["status"] == "cancelled"
@@ -99,7 +85,7 @@ async def test_cancelled_retrying_job_starts_no_further_attempt(
     client: httpx.AsyncClient, auth: dict[str, str], env: Any
 ) -> None:
     await env.set(RETRY_DELAYS_S="[1.0]")
-    job = await post_job(client, auth, "demo.flaky", params={"fail_times": 5})
+    job = await submit(client, auth, "demo.flaky", fail_times=5)
     worker = await running_worker()
     try:
         for _ in range(100):
@@ -119,7 +105,7 @@ async def test_cancelled_running_job_stops_and_ends_cancelled(
     client: httpx.AsyncClient, auth: dict[str, str], env: Any
 ) -> None:
     await env.set(STUCK_AFTER_S="1")  # heartbeat every 0.25 s
-    job = await post_job(client, auth, "demo.sleep", params={"seconds": 30})
+    job = await submit(client, auth, "demo.sleep", seconds=30)
     worker = await running_worker()
     try:
         for _ in range(100):
@@ -138,11 +124,11 @@ async def test_cancelled_running_job_stops_and_ends_cancelled(
 async def test_cancel_of_a_terminal_job_is_409_and_cancelled_jobs_can_be_replayed(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job = await post_job(client, auth, "demo.csv", params={"rows": 1})
+    job = await submit(client, auth, "demo.csv", rows=1)
     await drain()
     resp = await client.post(f"/v1/jobs/{job['id']}/cancel", headers=auth)
     assert resp.status_code == 409 and resp.headers["content-type"] == "application/problem+json"
-    other = await post_job(client, auth, "demo.csv", params={"rows": 1})
+    other = await submit(client, auth, "demo.csv", rows=1)
     await client.post(f"/v1/jobs/{other['id']}/cancel", headers=auth)
     replayed = await client.post(f"/v1/jobs/{other['id']}/replay", headers=auth)
     assert replayed.status_code == 202 and replayed.json()["replay_count"] == 1
@@ -156,11 +142,11 @@ async def test_cancel_of_a_terminal_job_is_409_and_cancelled_jobs_can_be_replaye
 async def test_callback_is_delivered_once_signed_for_each_terminal_status(
     client: httpx.AsyncClient, auth: dict[str, str], receiver: Receiver
 ) -> None:
-    done = await post_job(client, auth, "demo.csv", params={"rows": 1}, callback_url=receiver.url)
-    dead = await post_job(
-        client, auth, "demo.flaky", params={"fail_times": 1, "permanent": True}, callback_url=receiver.url
+    done = await submit(client, auth, "demo.csv", job={"callback_url": receiver.url}, rows=1)
+    dead = await submit(
+        client, auth, "demo.flaky", job={"callback_url": receiver.url}, fail_times=1, permanent=True
     )
-    cancelled = await post_job(client, auth, "demo.csv", params={"rows": 1}, callback_url=receiver.url)
+    cancelled = await submit(client, auth, "demo.csv", job={"callback_url": receiver.url}, rows=1)
     await client.post(f"/v1/jobs/{cancelled['id']}/cancel", headers=auth)
     await drain()
     await drain_alerts()
@@ -186,7 +172,7 @@ async def test_receiver_failing_twice_then_200_gets_exactly_one_accepted_deliver
     client: httpx.AsyncClient, auth: dict[str, str], receiver: Receiver
 ) -> None:
     receiver.script = ["http500", "hang"]
-    job = await post_job(client, auth, "demo.csv", params={"rows": 1}, callback_url=receiver.url)
+    job = await submit(client, auth, "demo.csv", job={"callback_url": receiver.url}, rows=1)
     await drain()
     await drain_alerts()
     assert [d.answered for d in receiver.received] == [500, 0, 200]
@@ -202,7 +188,7 @@ async def test_receiver_never_answering_leaves_the_job_alone_and_the_callback_fa
 ) -> None:
     await env.set(CALLBACK_MAX_ATTEMPTS=3)
     receiver.script = ["hang", "http500", "hang", "ok"]
-    job = await post_job(client, auth, "demo.csv", params={"rows": 1}, callback_url=receiver.url)
+    job = await submit(client, auth, "demo.csv", job={"callback_url": receiver.url}, rows=1)
     await drain()
     await drain_alerts()
     assert len(receiver.received) == 3 and receiver.accepted == []
@@ -215,7 +201,7 @@ async def test_receiver_never_answering_leaves_the_job_alone_and_the_callback_fa
 async def test_callbacks_survive_a_redis_flush(
     client: httpx.AsyncClient, auth: dict[str, str], receiver: Receiver, env: Any
 ) -> None:
-    job = await post_job(client, auth, "demo.csv", params={"rows": 1}, callback_url=receiver.url)
+    job = await submit(client, auth, "demo.csv", job={"callback_url": receiver.url}, rows=1)
     await drain()
     env.redis.flushall()
     await drain_alerts()

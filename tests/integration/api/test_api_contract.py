@@ -11,23 +11,11 @@ import httpx
 import pytest
 
 from app.auth import service
-from tests.conftest import make_key
+from tests.utils.jobs import post_job, submit
+from tests.utils.keys import make_key
+from tests.utils.problems import BOGUS_ID, PROBLEM, assert_problem
 
-PROBLEM = "application/problem+json"
-BOGUS_ID = "01JD3Z7Q8J5Q0V6W2XKX4N9M1B"
 CSV = {"report_type": "demo.csv", "params": {"rows": 5}}
-
-
-def assert_problem(resp: httpx.Response, status: int) -> dict[str, Any]:
-    assert resp.status_code == status, resp.text
-    assert resp.headers["content-type"].split(";")[0].strip() == PROBLEM, resp.headers
-    body = resp.json()
-    for name in ("type", "title", "status", "detail"):
-        assert name in body, body
-    assert body["status"] == status
-    assert isinstance(body["title"], str) and body["title"]
-    assert isinstance(body["detail"], str) and body["detail"]
-    return dict(body)
 
 
 def assert_validation(resp: httpx.Response) -> list[dict[str, Any]]:
@@ -37,12 +25,6 @@ def assert_validation(resp: httpx.Response) -> list[dict[str, Any]]:
     for err in errors:
         assert {"loc", "msg", "type"} <= set(err), err
     return errors
-
-
-async def submit(client: httpx.AsyncClient, headers: dict[str, str], **body: Any) -> dict[str, Any]:
-    resp = await client.post("/v1/jobs", json=body or CSV, headers=headers)
-    assert resp.status_code == 202, resp.text
-    return dict(resp.json())
 
 
 async def all_jobs(client: httpx.AsyncClient, headers: dict[str, str]) -> list[dict[str, Any]]:
@@ -118,7 +100,7 @@ async def test_read_only_key_posting_malformed_json_is_403_before_validation(
 
 async def test_write_only_key_reading_a_job_is_403(client: httpx.AsyncClient, env: Any) -> None:
     writer = await make_key("acme", "jobs:write")
-    job = await submit(client, writer)
+    job = await post_job(client, writer, CSV)
     assert_problem(await client.get(f"/v1/jobs/{job['id']}", headers=writer), 403)
     assert_problem(await client.get("/v1/jobs", headers=writer), 403)
     # Missing scope is 403 before any lookup: an unknown id is 403 too, not 404.
@@ -262,7 +244,7 @@ async def test_run_at_in_the_near_future_is_scheduled(
 ) -> None:
     """The positive control for the run_at 422s: one hour ahead is accepted as `scheduled`."""
     later = datetime.now(UTC) + timedelta(hours=1)
-    job = await submit(client, auth, **CSV, run_at=iso(later))
+    job = await post_job(client, auth, {**CSV, "run_at": iso(later)})
     assert job["status"] == "scheduled"
     assert job["run_at"] is not None and job["run_at"].endswith("Z")
 
@@ -301,7 +283,7 @@ async def test_bad_list_query_is_422_naming_the_parameter(
 
 
 async def test_wait_over_30_is_422(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
-    job = await submit(client, auth)
+    job = await post_job(client, auth, CSV)
     for wait in ("31", "-1", "soon"):
         resp = await client.get(f"/v1/jobs/{job['id']}", params={"wait": wait}, headers=auth)
         errors = assert_validation(resp)
@@ -432,7 +414,7 @@ async def test_unicode_id_is_404_problem_json(client: httpx.AsyncClient, auth: d
 async def test_lowercase_id_of_an_existing_job_is_not_an_error_500(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job = await submit(client, auth)
+    job = await post_job(client, auth, CSV)
     resp = await client.get(f"/v1/jobs/{job['id'].lower()}", headers=auth)
     assert resp.status_code in (200, 404), resp.text
 
@@ -476,7 +458,7 @@ async def test_missing_key_behind_a_root_path_is_401(env: Any) -> None:
 async def test_job_of_another_tenant_is_404_everywhere(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job = await submit(client, auth)
+    job = await post_job(client, auth, CSV)
     other = await make_key("globex", "jobs:read,jobs:write")
     for suffix in ("", "/attempts", "/output"):
         assert_problem(await client.get(f"/v1/jobs/{job['id']}{suffix}", headers=other), 404)
@@ -490,7 +472,7 @@ async def test_not_found_for_another_tenant_looks_like_a_missing_job(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
     """Existence is not revealed: same status, title and body shape as an id that was never created."""
-    job = await submit(client, auth)
+    job = await post_job(client, auth, CSV)
     other = await make_key("globex", "jobs:read")
     theirs = assert_problem(await client.get(f"/v1/jobs/{job['id']}", headers=other), 404)
     missing = assert_problem(await client.get(f"/v1/jobs/{BOGUS_ID}", headers=other), 404)
@@ -501,7 +483,7 @@ async def test_not_found_for_another_tenant_looks_like_a_missing_job(
 async def test_admin_key_of_another_tenant_sees_the_job(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job = await submit(client, auth)
+    job = await post_job(client, auth, CSV)
     admin = await make_key("ops", "admin")
     resp = await client.get(f"/v1/jobs/{job['id']}", headers=admin)
     assert resp.status_code == 200 and resp.json()["id"] == job["id"]
@@ -515,7 +497,7 @@ async def test_admin_key_of_another_tenant_sees_the_job(
 async def test_output_before_done_is_409_problem_json(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job = await submit(client, auth)
+    job = await post_job(client, auth, CSV)
     assert job["status"] == "pending" and job["output"] is None
     assert_problem(await client.get(f"/v1/jobs/{job['id']}/output", headers=auth), 409)
 
@@ -536,7 +518,7 @@ async def fetch_page(
 async def test_listing_pages_through_all_jobs_newest_first(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    created = [(await submit(client, auth))["id"] for _ in range(7)]
+    created = [(await post_job(client, auth, CSV))["id"] for _ in range(7)]
     seen: list[str] = []
     cursor: str | None = None
     pages = 0
@@ -558,7 +540,7 @@ async def test_listing_pages_through_all_jobs_newest_first(
 async def test_listing_with_exactly_a_full_last_page_ends_with_null_cursor(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    created = [(await submit(client, auth))["id"] for _ in range(6)]
+    created = [(await post_job(client, auth, CSV))["id"] for _ in range(6)]
     first, cursor = await fetch_page(client, auth, limit=3)
     assert cursor is not None
     second, cursor = await fetch_page(client, auth, limit=3, cursor=cursor)
@@ -569,7 +551,7 @@ async def test_listing_with_exactly_a_full_last_page_ends_with_null_cursor(
 async def test_listing_has_no_duplicate_or_skip_while_jobs_arrive(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    original = [(await submit(client, auth))["id"] for _ in range(7)]
+    original = [(await post_job(client, auth, CSV))["id"] for _ in range(7)]
     seen: list[str] = []
     cursor: str | None = None
     arrived: list[str] = []
@@ -579,7 +561,7 @@ async def test_listing_has_no_duplicate_or_skip_while_jobs_arrive(
             params["cursor"] = cursor
         ids, cursor = await fetch_page(client, auth, **params)
         seen.extend(ids)
-        arrived += [(await submit(client, auth))["id"] for _ in range(2)]
+        arrived += [(await post_job(client, auth, CSV))["id"] for _ in range(2)]
         if cursor is None:
             break
     assert len(seen) == len(set(seen))
@@ -590,9 +572,9 @@ async def test_listing_has_no_duplicate_or_skip_while_jobs_arrive(
 
 
 async def test_listing_filters_by_status(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
-    pending = await submit(client, auth)
+    pending = await post_job(client, auth, CSV)
     later = datetime.now(UTC) + timedelta(hours=1)
-    scheduled = await submit(client, auth, **CSV, run_at=iso(later))
+    scheduled = await post_job(client, auth, {**CSV, "run_at": iso(later)})
     assert (await fetch_page(client, auth, status="pending"))[0] == [pending["id"]]
     assert (await fetch_page(client, auth, status="scheduled"))[0] == [scheduled["id"]]
     assert (await fetch_page(client, auth, status="done"))[0] == []
@@ -601,15 +583,15 @@ async def test_listing_filters_by_status(client: httpx.AsyncClient, auth: dict[s
 
 
 async def test_listing_filters_by_report_type(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
-    csv_job = await submit(client, auth)
-    sleep_job = await submit(client, auth, report_type="demo.sleep", params={"seconds": 1})
+    csv_job = await post_job(client, auth, CSV)
+    sleep_job = await submit(client, auth, "demo.sleep", seconds=1)
     assert (await fetch_page(client, auth, report_type="demo.csv"))[0] == [csv_job["id"]]
     assert (await fetch_page(client, auth, report_type="demo.sleep"))[0] == [sleep_job["id"]]
     assert (await fetch_page(client, auth, report_type="demo.nothing"))[0] == []
 
 
 async def test_listing_filters_by_creation_time(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
-    jobs = [await submit(client, auth) for _ in range(5)]
+    jobs = [await post_job(client, auth, CSV) for _ in range(5)]
     ids = [j["id"] for j in jobs]
     pivot = jobs[2]["created_at"]
     after, _ = await fetch_page(client, auth, created_after=pivot)

@@ -9,7 +9,7 @@ import httpx
 from app.core.db import session_scope
 from app.core.tenancy import EVERY_TENANT
 from app.jobs.repository import JobRepository
-from tests.conftest import make_key
+from tests.utils.keys import make_key
 
 BODY = {"report_type": "demo.csv", "params": {"rows": 10}}
 

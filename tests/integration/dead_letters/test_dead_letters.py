@@ -10,35 +10,11 @@ import httpx
 
 from app.dead_letters.service import archive_and_purge
 from app.maintenance import service as maintenance
-from tests.conftest import drain, drain_alerts, make_key
-from tests.fakes.dingtalk import FakeDingTalk
-
-
-async def submit(
-    client: httpx.AsyncClient,
-    auth: dict[str, str],
-    report_type: str,
-    max_attempts: int | None = None,
-    **params: Any,
-) -> str:
-    body: dict[str, Any] = {"report_type": report_type, "params": params}
-    if max_attempts:
-        body["max_attempts"] = max_attempts
-    resp = await client.post("/v1/jobs", json=body, headers=auth)
-    assert resp.status_code == 202, resp.text
-    return str(resp.json()["id"])
-
-
-async def kill_permanently(client: httpx.AsyncClient, auth: dict[str, str], n: int = 1) -> list[str]:
-    ids = [await submit(client, auth, "demo.flaky", fail_times=1, permanent=True) for _ in range(n)]
-    await drain()
-    return ids
-
-
-async def letters(client: httpx.AsyncClient, headers: dict[str, str], **query: Any) -> list[dict[str, Any]]:
-    resp = await client.get("/v1/dead-letters", params=query, headers=headers)
-    assert resp.status_code == 200, resp.text
-    return list(resp.json()["items"])
+from tests.utils.dead_letters import kill_permanently, letters
+from tests.utils.fakes.dingtalk import FakeDingTalk
+from tests.utils.jobs import submit_id
+from tests.utils.keys import make_key
+from tests.utils.workers import drain, drain_alerts
 
 
 async def test_one_dead_job_gives_exactly_one_correctly_signed_alert(
@@ -91,7 +67,7 @@ async def test_sixty_jobs_dying_at_once_give_at_most_20_messages_a_minute_naming
     client: httpx.AsyncClient, auth: dict[str, str], dingtalk: FakeDingTalk, env: Any
 ) -> None:
     await env.set(ALERT_COALESCE_S="1.0")
-    ids = [await submit(client, auth, "demo.flaky", fail_times=1, permanent=True) for _ in range(60)]
+    ids = [await submit_id(client, auth, "demo.flaky", fail_times=1, permanent=True) for _ in range(60)]
     # A long-running consumer sees the letters arrive while two workers kill the jobs.
     consumer = asyncio.create_task(drain_alerts(burst=False))
     await drain(workers=2)
@@ -155,7 +131,7 @@ async def test_replay_of_a_dead_job_runs_it_again_to_done(
 async def test_replaying_a_done_or_pending_job_is_409(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
-    job_id = await submit(client, auth, "demo.csv", rows=1)
+    job_id = await submit_id(client, auth, "demo.csv", rows=1)
     assert (await client.post(f"/v1/jobs/{job_id}/replay", headers=auth)).status_code == 409
     await drain()
     resp = await client.post(f"/v1/jobs/{job_id}/replay", headers=auth)
@@ -171,7 +147,9 @@ async def test_bulk_replay_by_filter_replays_exactly_the_matching_dead_letters(
     await asyncio.sleep(0.05)
     since = datetime.now(UTC)
     new_flaky = await kill_permanently(client, auth, 3)
-    sleepy = [await submit(client, auth, "demo.sleep", max_attempts=1, seconds=5) for _ in range(2)]
+    sleepy = [
+        await submit_id(client, auth, "demo.sleep", job={"max_attempts": 1}, seconds=5) for _ in range(2)
+    ]
     await drain()
     admin = await make_key("ops", "admin")
     assert (

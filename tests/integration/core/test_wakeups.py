@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import drain
+from tests.utils.workers import drain
 
 POLL_DELAY_S = 30  # a worker that only polled would not pick anything up within these tests' waits
 

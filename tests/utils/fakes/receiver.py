@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.server import FakeServer
+from tests.utils.fakes.server import FakeServer
 
 SECRET = "cb-test-secret-0123456789"
 

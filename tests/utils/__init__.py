@@ -1,0 +1,1 @@
+"""Helpers shared by the tests; conftest.py files keep only fixtures and import from here."""

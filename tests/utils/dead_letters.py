@@ -1,0 +1,23 @@
+"""Jobs that die on their first attempt, and the dead-letter list as the API shows it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.utils.jobs import submit_id
+from tests.utils.workers import drain
+
+
+async def kill_permanently(client: httpx.AsyncClient, auth: dict[str, str], n: int = 1) -> list[str]:
+    """Submit `n` jobs that fail permanently and run them to dead; returns their ids."""
+    ids = [await submit_id(client, auth, "demo.flaky", fail_times=1, permanent=True) for _ in range(n)]
+    await drain()
+    return ids
+
+
+async def letters(client: httpx.AsyncClient, headers: dict[str, str], **query: Any) -> list[dict[str, Any]]:
+    resp = await client.get("/v1/dead-letters", params=query, headers=headers)
+    assert resp.status_code == 200, resp.text
+    return list(resp.json()["items"])

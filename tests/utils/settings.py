@@ -1,0 +1,35 @@
+"""Test settings: fast defaults for every knob, and forgetting what the process cached from them."""
+
+from __future__ import annotations
+
+# Fast defaults so the whole state machine runs in well under a second per attempt.
+BASE_ENV = {
+    "ENV": "test",
+    "ENABLE_DEMO_REPORTS": "true",
+    "RETRY_DELAYS_S": "[0.2, 0.4, 0.6]",
+    "JOB_TIMEOUT_S": "5",
+    "STUCK_AFTER_S": "3",
+    "SCAN_INTERVAL_S": "0.5",
+    "WORKER_POLL_DELAY_S": "0.01",
+    "API_KEY_CACHE_TTL_S": "0",
+    "LOG_JSON": "false",
+    "LOG_LEVEL": "WARNING",
+    "ALERT_COALESCE_S": "0.2",
+    "ALERT_TIMEOUT_S": "0.5",
+    "ALERT_RETRY_MAX_S": "0.5",
+    "CALLBACK_SECRET": "cb-test-secret-0123456789",
+    "CALLBACK_ALLOWED_HOSTS": "127.0.0.1",
+    "CALLBACK_RETRY_DELAYS_S": "[0.1, 0.2, 0.3]",
+    "CALLBACK_TIMEOUT_S": "0.5",
+}
+
+
+async def reset_process_state() -> None:
+    """Forget cached settings, engine and Redis pool so the next use reads the current environment."""
+    from app.core import queue
+    from app.core.config import reset_settings
+    from app.core.db import dispose_engine
+
+    await queue.close_pool()
+    await dispose_engine()
+    reset_settings()
