@@ -41,7 +41,9 @@ def problem(
     title: str | None = None,
     errors: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> JSONResponse:
+    """The one problem+json builder; `extra` adds members of the problem type (readiness `checks`)."""
     phrase = HTTPStatus(status).phrase
     body: dict[str, Any] = {
         "type": f"/problems/{phrase.lower().replace(' ', '-').replace('/', '-')}",
@@ -51,6 +53,7 @@ def problem(
     }
     if errors is not None:
         body["errors"] = errors
+    body.update(extra or {})
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.api.errors import PROBLEM_JSON, problem_responses
+from app.api.errors import problem, problem_responses
 from app.api.schemas import Health
 from app.core import db, queue
 
@@ -56,14 +56,4 @@ async def readyz() -> JSONResponse:
             checks[name] = f"unavailable: {type(exc).__name__}"
     if all(v == "ok" for v in checks.values()):
         return JSONResponse({"status": "ok", "checks": checks})
-    return JSONResponse(
-        {
-            "type": "/problems/service-unavailable",
-            "title": "Service Unavailable",
-            "status": 503,
-            "detail": "A dependency is unreachable.",
-            "checks": checks,
-        },
-        status_code=503,
-        media_type=PROBLEM_JSON,
-    )
+    return problem(503, "A dependency is unreachable.", extra={"checks": checks})

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.attempts.repository import AttemptRepository
 from app.core import queue
 from app.core.config import get_settings
@@ -119,7 +121,7 @@ async def heartbeat(key: AttemptKey, progress: float | None) -> tuple[bool, bool
     return False, False
 
 
-async def _effects(session: Any, key: AttemptKey) -> TerminalEffects:
+async def _effects(session: AsyncSession, key: AttemptKey) -> TerminalEffects:
     return await stage_terminal_effects(session, key.job_id) if key.has_effects else NO_EFFECTS
 
 

@@ -17,7 +17,7 @@ from app.jobs.repository import JobRepository
 from app.jobs.schemas import JobPublic
 
 
-@dataclass
+@dataclass(frozen=True)
 class TerminalEffects:
     """What must happen after a terminal transition commits: its callback, and its ordering successor."""
 
@@ -38,16 +38,15 @@ async def stage_terminal_effects(session: AsyncSession, job_id: str) -> Terminal
     """Read the job as the transition left it and stage its effects in the same transaction."""
     job = await JobRepository(session).get_job(job_id, EVERY_TENANT)
     if job is None:
-        return TerminalEffects()
-    effects = TerminalEffects()
-    if job.ordering_key:
-        effects.ordering = (job.tenant, job.ordering_key, job.id)
+        return NO_EFFECTS
+    delivery_id = None
     if job.callback_url:
         document = JobPublic.of(job).document()
-        effects.delivery_id = await stage_delivery(
+        delivery_id = await stage_delivery(
             session, job.id, job.tenant, job.callback_url, job.status.value, document
         )
-    return effects
+    ordering = (job.tenant, job.ordering_key, job.id) if job.ordering_key else None
+    return TerminalEffects(delivery_id, ordering)
 
 
 async def wake_next_in_order(tenant: str, ordering_key: str, woken_by: str) -> None:
