@@ -1,4 +1,4 @@
-"""SQLModel tables: report jobs, their attempts, dead letters and API keys.
+"""SQLModel tables: report jobs, their attempts, dead letters, API keys and the live worker registry.
 
 Datetimes are stored as naive UTC with microseconds and always come back timezone-aware.
 """
@@ -98,6 +98,8 @@ class ReportJob(SQLModel, table=True):
     worker: str | None = Field(default=None, max_length=200)
     heartbeat_at: datetime | None = _ts()
     cancel_requested: bool = Field(default=False, nullable=False)
+    # W3C traceparent of the submit span when tracing is on: attempts, alerts and callbacks join its trace.
+    traceparent: str | None = Field(default=None, max_length=55)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     started_at: datetime | None = _ts()
     finished_at: datetime | None = _ts()
@@ -230,3 +232,24 @@ class AlertDelivery(SQLModel, table=True):
     next_attempt_at: datetime | None = _ts()
     last_error: str | None = Field(default=None, max_length=500)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class WorkerProcess(SQLModel, table=True):
+    """A running worker, dead-letter consumer or scheduler as it announced itself, refreshed every
+    WORKER_HEARTBEAT_S: a row whose heartbeat is older than 1.5 beats belongs to a process that is gone."""
+
+    __tablename__ = "worker_processes"
+    __table_args__ = (sa.Index("ix_worker_processes_kind_heartbeat", "kind", "last_heartbeat_at"),)
+
+    id: str = Field(primary_key=True, max_length=26)
+    name: str = Field(max_length=200)
+    kind: str = Field(max_length=32)
+    host: str = Field(max_length=255)
+    pid: int = Field(nullable=False)
+    version: str = Field(max_length=50)
+    started_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    concurrency: int = Field(default=0, nullable=False)
+    jobs_running: int = Field(default=0, nullable=False)
+    last_heartbeat_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    last_tick_at: datetime | None = _ts()
+    metrics_port: int | None = Field(default=None)
