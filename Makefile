@@ -10,7 +10,8 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make install      install the locked dependencies into .venv (uv sync --frozen)"
-	@echo "make system-deps  apt-install redis-server and mariadb-server for the tests (no service is started)"
+	@echo "make system-deps  apt-install redis-server, mariadb-server and prometheus (promtool) for the tests"
+	@echo "                  (no service is started)"
 	@echo "make run          api + worker + dead-letter + scheduler, on SQLite and an embedded Redis"
 	@echo "                  (one by one: uvicorn app.main:app, python -m workers.report_worker,"
 	@echo "                   python -m workers.dead_letter, python -m workers.scheduler)"
@@ -26,11 +27,13 @@ install:
 	@if command -v uv >/dev/null 2>&1; then uv sync --frozen; else python3 -m uv sync --frozen; fi
 
 # The integration tests start their own redis-server and mariadbd on free ports; they only need the binaries.
+# `prometheus` is installed for promtool (the tests check deploy/prometheus's config and alert rules).
 # policy-rc.d (exit 101) keeps the packages' install scripts from starting the system services.
 system-deps:
 	@if command -v redis-server >/dev/null 2>&1 \
 	    && { [ -x /usr/sbin/mariadbd ] || command -v mariadbd >/dev/null 2>&1; } \
-	    && command -v mariadb-install-db >/dev/null 2>&1; then \
+	    && command -v mariadb-install-db >/dev/null 2>&1 \
+	    && command -v promtool >/dev/null 2>&1; then \
 	  exit 0; \
 	fi; \
 	if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
@@ -40,7 +43,7 @@ system-deps:
 	fi; \
 	trap 'if [ -n "$$CREATED" ]; then $$SUDO rm -f $$POLICY; fi' EXIT; \
 	$$SUDO apt-get update && \
-	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server mariadb-server
+	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server mariadb-server prometheus
 
 run: install
 	$(PYTHON) -m workers.dev

@@ -68,7 +68,7 @@ async def env(
 
     await reset_process_state()
     async with session_scope() as session:
-        for table in ("job_attempts", "dead_letters", "report_jobs", "api_keys"):
+        for table in ("job_attempts", "dead_letters", "report_jobs", "api_keys", "worker_processes"):
             await session.execute(text(f"DELETE FROM {table}"))
     redis_server.flushall()
 

@@ -15,6 +15,8 @@ from arq.worker import Worker
 from redis.exceptions import RedisError
 
 from app.core import queue
+from app.fleet.schemas import ProcessKind
+from app.fleet.service import Presence
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +31,25 @@ class OrchestratorWorker(Worker):
     enqueued), a timer armed for the earliest deferred job (a retry's backoff or a `run_at` ends) and a job
     ending (its slot is free). Everything the wake-ups need lives on the instance; their tasks start with
     the first poll, so every way of running a worker (`run`, `async_run`, `main`) gets them; `close` ends
-    them.
+    them. The worker-registry heartbeat (`presence`, for the `python -m` processes) starts and ends likewise.
 
     Methods whose names start with `_` override arq's own (tests/unit/workers/test_worker_seams.py checks
     arq still has them); the public `*_waking`/`poll_now`/... ones are ours.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        registry_kind: ProcessKind | None = None,
+        metrics_port: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        # With a `registry_kind` (the `python -m` processes), the worker announces itself in the worker
+        # registry at its first poll, beats with its running jobs and leaves in `close`.
+        self.presence = (
+            Presence(registry_kind, self.max_jobs, metrics_port, self.jobs_running) if registry_kind else None
+        )
         self._poll_lock = asyncio.Lock()  # one poll at a time: the main loop and the wake-ups share the slots
         self._wake = asyncio.Event()
         self._wake_timer: asyncio.TimerHandle | None = None
@@ -53,6 +66,8 @@ class OrchestratorWorker(Worker):
         if self._wake_error is not None:
             error, self._wake_error = self._wake_error, None
             raise error
+        if self.presence is not None:
+            self.presence.start()  # once; beats go on through Redis and MySQL outages
         try:
             self.start_waking()
             await self.poll_now()
@@ -78,7 +93,12 @@ class OrchestratorWorker(Worker):
         # Wake-ups stop first: while arq waits for the running jobs, a closing worker must not start new ones,
         # and the listener must let go of its connection before arq closes the pool.
         await self.stop_waking()
+        if self.presence is not None:
+            await self.presence.stop()  # a clean stop leaves the registry at once
         await super().close()
+
+    def jobs_running(self) -> int:
+        return sum(not task.done() for task in self.tasks.values())
 
     # ---- wake-ups ---------------------------------------------------------------------------------------
 

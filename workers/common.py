@@ -11,10 +11,11 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from app.core import queue
+from app.core import metrics, queue, tracing
 from app.core.config import get_settings
 from app.core.db import dispose_engine
 from app.core.logs import setup_logging
+from app.fleet.schemas import ProcessKind
 from app.reports.registry import registry
 from workers.base import OrchestratorWorker
 
@@ -46,12 +47,16 @@ async def on_shutdown(ctx: dict[str, Any]) -> None:
     await dispose_engine()
 
 
-def run_worker(process: str, options: Callable[[], dict[str, Any]]) -> None:
-    """What `arq <module>.WorkerSettings` did, with our Worker class and our logging: run until a signal.
+def run_worker(process: str, kind: ProcessKind, options: Callable[[], dict[str, Any]]) -> None:
+    """What `arq <module>.WorkerSettings` did, with our Worker class and our logging: run until a signal,
+    serving metrics on METRICS_PORT (if set) and announced in the worker registry as `kind`.
 
     Logging comes first so loading the registry and arq's "Starting worker" line already use it.
     """
     setup_logging(process)
+    tracing.setup_tracing(f"report-orchestrator-{process}")  # off unless the OTEL_* environment asks
+    port = get_settings().metrics_port
+    metrics.serve(port)
     # arq's Worker takes the current event loop when it is built and installs its signal handlers on it.
     asyncio.set_event_loop(asyncio.new_event_loop())
-    OrchestratorWorker(**options()).run()
+    OrchestratorWorker(**options(), registry_kind=kind, metrics_port=port or None).run()

@@ -57,7 +57,7 @@ def worker_options() -> dict[str, Any]:
 
 
 def main() -> None:
-    run_worker("dead-letter", worker_options)
+    run_worker("dead-letter", "dead_letter", worker_options)
 
 
 if __name__ == "__main__":

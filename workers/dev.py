@@ -20,6 +20,7 @@ from types import FrameType
 import httpx
 
 from workers import children
+from workers.local_servers.base import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR_DIR = Path("var")
@@ -33,6 +34,8 @@ CHILD_DEFAULTS = {
     "LOG_JSON": "false",
 }
 DEV_SCOPES = "jobs:read,jobs:write,admin"
+# Children that serve Prometheus metrics on a METRICS_PORT of their own (the API serves /metrics itself).
+METRICS_CHILDREN = ("worker", "dead-letter", "scheduler")
 KEY_CREATE_ARGS = ("keys", "create", "--tenant", "dev", "--scopes", DEV_SCOPES, "--name", "dev")
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
@@ -99,6 +102,7 @@ class Launcher:
         self.redis: Child | None = None
         self.step: Child | None = None
         self.children: list[Child] = []
+        self.metrics_ports: dict[str, int] = {}
         self.stop_signal: int | None = None
         self.force = False
 
@@ -117,14 +121,19 @@ class Launcher:
         self.console.line("dev", text)
 
     def _popen(
-        self, argv: Sequence[str], *, stdin: int = subprocess.DEVNULL, split_stderr: bool = False
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: int = subprocess.DEVNULL,
+        split_stderr: bool = False,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         # preexec_fn is unsafe once other threads run, so PDEATHSIG is set only while we are single-threaded:
         # every long-running child is started before the output threads. A late one-shot step goes without
         # it; it ends by itself and shutdown still kills its process group.
         return children.spawn(
             argv,
-            env=self.env,
+            env=self.env if env is None else env,
             cwd=ROOT,
             stdin=stdin,
             stdout=subprocess.PIPE,
@@ -266,8 +275,14 @@ class Launcher:
             "dead-letter": [py, "-m", "workers.dead_letter"],
             "scheduler": [py, "-m", "workers.scheduler"],
         }
+        # METRICS_PORT=0 set by the user turns metrics off; otherwise each child gets a free port of its own.
+        metrics_off = (os.environ.get("METRICS_PORT") or _dotenv_values().get("METRICS_PORT")) == "0"
         for name, argv in commands.items():
-            self.children.append(Child(name, self._popen(argv)))
+            env = self.env
+            if name in METRICS_CHILDREN and not metrics_off:
+                self.metrics_ports[name] = free_port()
+                env = {**self.env, "METRICS_PORT": str(self.metrics_ports[name])}
+            self.children.append(Child(name, self._popen(argv, env=env)))
         # Output threads only now: see _popen.
         for child in self._running():
             child.reader = children.pump_lines(child.proc, partial(self.console.line, child.name), child.name)
@@ -309,6 +324,9 @@ class Launcher:
         rule = "=" * 100
         redis = self.env.get("REDIS_URL") or _dotenv_values().get("REDIS_URL", "")
         database = self.env.get("DATABASE_URL") or _dotenv_values().get("DATABASE_URL", "")
+        scrapes = [f"{'api':<12}{base}/metrics"]
+        scrapes += [f"{name:<12}http://127.0.0.1:{port}/metrics" for name, port in self.metrics_ports.items()]
+        metrics = "\n              ".join(scrapes)
         return f"""
 {rule}
   report-orchestrator is running (dev mode)
@@ -318,6 +336,7 @@ class Launcher:
               (tenant "dev", scopes {DEV_SCOPES}; cached in {KEY_FILE})
   Database:   {_mask_password(database)}
   Redis:      {_mask_password(redis)}{" (embedded)" if self.redis else ""}
+  Metrics:    {metrics}
 
   Try it (paste into another shell):
 

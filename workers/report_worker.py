@@ -27,10 +27,11 @@ log = logging.getLogger(__name__)
 DB_DOWN_RETRY_S = 1.0
 
 
-async def run_report(ctx: dict[str, Any], job_id: str) -> str:
+async def run_report(ctx: dict[str, Any], job_id: str, traceparent: str | None = None) -> str:
+    """`traceparent`: the job's trace context, carried by messages that have it (see `enqueue_run`)."""
     try:
         # Looked up on the module at call time, so tests can swap the runner for this shell's own tests.
-        result = await run_job(job_id, ctx["worker_name"])
+        result = await run_job(job_id, ctx["worker_name"], traceparent)
     except Exception as exc:
         # Only an outage is worth waiting out. Anything else (a schema mismatch such as MySQL 1054, a bug)
         # would fail again on every delivery: it fails this arq job instead, and MySQL's stuck scan later
@@ -70,7 +71,7 @@ def worker_options() -> dict[str, Any]:
 
 
 def main() -> None:
-    run_worker("worker", worker_options)
+    run_worker("worker", "worker", worker_options)
 
 
 if __name__ == "__main__":

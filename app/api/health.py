@@ -14,6 +14,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app.api.errors import problem, problem_responses
 from app.api.schemas import Health
 from app.core import db, queue
+from app.core.metrics import get_metrics
+from app.observability.collector import exposition
+from app.observability.service import snapshot
 
 router = APIRouter(tags=["health"])
 
@@ -32,7 +35,9 @@ async def root() -> RedirectResponse:
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}},
 )
 async def metrics() -> Response:
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    """This process's counters and histograms, then the state gauges (cached for METRICS_CACHE_S)."""
+    body = generate_latest(get_metrics().registry) + exposition(await snapshot())
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness (no I/O)")

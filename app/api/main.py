@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
-from app.api import errors, health
+from app.api import errors, health, tracing
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware
 from app.api.responses import FastJSONResponse
 from app.attempts import routes as attempts_routes
@@ -21,6 +21,7 @@ from app.core.config import get_settings
 from app.core.db import dispose_engine, get_engine
 from app.core.logs import setup_logging
 from app.dead_letters import routes as dead_letters_routes
+from app.fleet import routes as fleet_routes
 from app.jobs import routes as jobs_routes
 from app.reports import routes as reports_routes
 from app.reports.registry import registry
@@ -66,9 +67,11 @@ def create_app() -> FastAPI:
         attempts_routes.router,
         dead_letters_routes.router,
         reports_routes.router,
+        fleet_routes.router,
         health.router,
     ):
         app.include_router(router)
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AuthMiddleware)
+    tracing.instrument(app)  # outermost, so 401s and 413s are traced too; nothing when tracing is off
     return app

@@ -16,7 +16,7 @@ from app.auth.service import Principal, authenticate, hash_key
 from app.core.config import get_settings
 from app.core.db import is_db_outage
 
-ADMIN_PATHS = re.compile(r"^/v1/dead-letters/replay/?$")
+ADMIN_PATHS = re.compile(r"^/v1/(dead-letters/replay|workers)/?$")
 
 
 def required_scope(method: str, path: str) -> str:

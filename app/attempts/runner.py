@@ -11,14 +11,17 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.trace import Span
 from pydantic import ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from app.attempts import service
 from app.attempts.steps import run_steps
+from app.core import tracing
 from app.core.config import get_settings
 from app.core.db import is_db_outage
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus
+from app.models import ReportJob
 from app.reports.base import PermanentError, ReportContext
 from app.reports.registry import registry
 
@@ -76,13 +79,41 @@ def classify(exc: BaseException) -> tuple[AttemptOutcome, dict[str, Any]]:
     )
 
 
-async def run_job(job_id: str, worker: str) -> RunResult:
-    decision = await service.start_attempt(job_id, worker)
-    if isinstance(decision, service.NotDue):
-        return RunResult(defer_s=decision.delay_s, detail="not due yet")
-    if isinstance(decision, service.Skip | service.Blocked):
-        return RunResult(detail=decision.reason)
-    job, key = decision.job, decision.key
+async def run_job(job_id: str, worker: str, traceparent: str | None = None) -> RunResult:
+    """One delivery of a job's message, traced as an `attempt` span in the job's trace.
+
+    `traceparent` comes with the message, so the span also covers picking the job up; a message without
+    one (an older release's) opens the span from the job row's once the attempt has started, and a job
+    submitted while tracing was off has neither: each attempt is then a trace of its own.
+    A delivery that starts no attempt (not due, blocked, someone else's) is renamed `attempt.skipped`.
+    """
+    with contextlib.ExitStack() as stack:
+        span = stack.enter_context(tracing.span("attempt", parent=traceparent)) if traceparent else None
+        decision = await service.start_attempt(job_id, worker)
+        if not isinstance(decision, service.Started):
+            tracing.rename(span, "attempt.skipped")
+            tracing.annotate(span, {"job.id": job_id, "attempt.skipped": type(decision).__name__})
+            if isinstance(decision, service.NotDue):
+                return RunResult(defer_s=decision.delay_s, detail="not due yet")
+            return RunResult(detail=decision.reason)
+        job, key = decision.job, decision.key
+        if span is None:
+            span = stack.enter_context(tracing.span("attempt", parent=job.traceparent))
+        tracing.annotate(
+            span,
+            {
+                "job.id": job.id,
+                "job.report_type": job.report_type,
+                "job.tenant": job.tenant,
+                "job.replay": key.replay,
+                "attempt.number": key.attempt,
+                "attempt.worker": worker,
+            },
+        )
+        return await _run_attempt(job, key, span)
+
+
+async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> RunResult:
     settings = get_settings()
     ctx = ReportContext(
         job_id=job.id,
@@ -110,6 +141,11 @@ async def run_job(job_id: str, worker: str) -> RunResult:
     if outcome is None and rtype is not None:
         work = run_steps(ctx, params, rtype, key) if rtype.steps else rtype.fn(ctx, params)  # type: ignore[misc]
         outcome, error = await _run_report(work, job.timeout_s, key, ctx)
+    tracing.annotate(
+        span,
+        {"attempt.outcome": outcome.value if outcome else AttemptOutcome.SUPERSEDED.value},
+        error=None if outcome in (AttemptOutcome.SUCCEEDED, AttemptOutcome.CANCELLED) else _span_error(error),
+    )
     if outcome is None:
         await service.note_late_result(key, AttemptOutcome.SUPERSEDED)
         return RunResult(detail="stopped: attempt no longer ours")
@@ -126,9 +162,16 @@ async def run_job(job_id: str, worker: str) -> RunResult:
             result = await service.fail_attempt(key, outcome, error)
             if not result.applied:
                 await service.note_late_result(key, outcome)
+    tracing.annotate(span, {"job.status": result.status.value if result.status else None})
     if result.applied and result.status == JobStatus.RETRYING:
         return RunResult(defer_s=result.delay_s, detail="retrying")
     return RunResult(detail=result.status.value if result.status else "discarded")
+
+
+def _span_error(error: dict[str, Any] | None) -> str:
+    if not error:
+        return "attempt no longer ours"
+    return f"{error.get('type')}: {error.get('message')}"[:200]
 
 
 async def _run_report(

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.attempts.repository import AttemptRepository
-from app.core import queue
+from app.core import metrics, queue
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import NotFound
@@ -24,6 +24,7 @@ from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository
 from app.jobs.effects import NO_EFFECTS, TerminalEffects, stage_terminal_effects
 from app.jobs.repository import JobRepository
+from app.jobs.waiting import eligible_since
 from app.models import DeadLetter, JobAttempt, ReportJob
 from app.reports.base import OutputInfo
 
@@ -87,10 +88,18 @@ async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip | B
                 if job.blocked_by != blocker:
                     await jobs.set_blocked_by(job.id, blocker)
                 return Blocked(blocker)
+        waiting_since = eligible_since(job)
         if await attempts.start(job, now, worker) != 1:
             return Skip("another delivery started this job")
         key = AttemptKey(
-            job.id, job.attempt + 1, job.replay_count, has_effects=bool(job.callback_url or job.ordering_key)
+            job.id,
+            job.attempt + 1,
+            job.replay_count,
+            has_effects=bool(job.callback_url or job.ordering_key),
+            report_type=job.report_type,
+            tenant=job.tenant,
+            created_at=job.created_at,
+            started_at=now,
         )
         await attempts.add_attempt(
             JobAttempt(
@@ -106,6 +115,7 @@ async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip | B
         job.attempt = key.attempt
         job.attempts_total += 1
         job.started_at = now
+    metrics.observe_start(job, waiting_since, now)
     return Started(job, key)
 
 
@@ -145,6 +155,8 @@ async def complete_attempt(key: AttemptKey, output: OutputInfo | None) -> bool:
             return False
         await attempts.finish_attempt(key, AttemptOutcome.SUCCEEDED, now, None)
         effects = await _effects(session, key)
+    metrics.count_attempt(key, AttemptOutcome.SUCCEEDED, key.started_at, now)
+    metrics.count_terminal(key, JobStatus.DONE, key.created_at, now)
     await effects.publish()
     return True
 
@@ -192,6 +204,12 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
                 )
             )
             effects = await _effects(session, key)
+    labels = _labelled(key, job)
+    metrics.count_attempt(labels, outcome, key.started_at or job.started_at, now)
+    if target == JobStatus.RETRYING:
+        metrics.count_retry(labels)
+    else:
+        metrics.count_terminal(labels, target, job.created_at, now)
     if letter_id is not None:
         await queue.enqueue_dead_letter(letter_id)
     await effects.publish()
@@ -214,6 +232,8 @@ async def finish_cancelled(key: AttemptKey) -> bool:
             return False
         await attempts.finish_attempt(key, AttemptOutcome.CANCELLED, now, error)
         effects = await _effects(session, key)
+    metrics.count_attempt(key, AttemptOutcome.CANCELLED, key.started_at, now)
+    metrics.count_terminal(key, JobStatus.CANCELLED, key.created_at, now)
     await effects.publish()
     return True
 
@@ -235,6 +255,7 @@ async def release_attempt(key: AttemptKey) -> bool:
             return False
         await attempts.uncount_attempt(key.job_id)
         await attempts.finish_attempt(key, AttemptOutcome.SUPERSEDED, now, error)
+    metrics.count_attempt(key, AttemptOutcome.SUPERSEDED, key.started_at, now)
     return True
 
 
@@ -251,7 +272,15 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
         stuck = await AttemptRepository(session).stuck_jobs(now - timedelta(seconds=stuck_after_s), limit)
     declared = 0
     for job in stuck:
-        key = AttemptKey(job.id, job.attempt, job.replay_count)
+        key = AttemptKey(
+            job.id,
+            job.attempt,
+            job.replay_count,
+            report_type=job.report_type,
+            tenant=job.tenant,
+            created_at=job.created_at,
+            started_at=job.started_at,
+        )
         if job.cancel_requested:
             declared += await finish_cancelled(key)
             continue
@@ -260,6 +289,7 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
         if not result.applied:
             continue
         declared += 1
+        metrics.count_rescued(job)
         if result.status == JobStatus.RETRYING:
             # The killed worker's arq message may linger in Redis until its lease expires: add a fresh one.
             await queue.enqueue_run(
@@ -267,8 +297,14 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
                 job.replay_count,
                 defer_until=now + timedelta(seconds=result.delay_s),
                 suffix=f"lost{key.attempt}",
+                traceparent=job.traceparent,
             )
     return declared
+
+
+def _labelled(key: AttemptKey, job: ReportJob) -> metrics.Labelled:
+    """The key when it carries the job's labels (a worker's attempt), else the job row."""
+    return key if key.report_type else job
 
 
 async def note_late_result(key: AttemptKey, outcome: AttemptOutcome) -> None:

@@ -40,6 +40,10 @@ class CallbackRepository(Repository):
         )
         return await self.first(stmt, CallbackDelivery)
 
+    async def job_traceparent(self, job_id: str) -> str | None:
+        """The trace context stored on the delivery's job (its callback span joins that trace)."""
+        return await self.first(select(job.traceparent).where(job.id == job_id), str)
+
     async def record_try(
         self,
         row: CallbackDelivery,

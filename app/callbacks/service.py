@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.callbacks.repository import CallbackRepository
 from app.callbacks.ssrf import CallbackRefused, check_url
-from app.core import queue
+from app.core import metrics, queue, tracing
 from app.core.config import Settings, get_settings
 from app.core.db import session_scope
 from app.core.ids import new_id
@@ -83,20 +83,33 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
     settings = get_settings()
     now = utcnow()
     async with session_scope() as session:
-        row = await CallbackRepository(session).get_delivery(delivery_id)
+        repo = CallbackRepository(session)
+        row = await repo.get_delivery(delivery_id)
+        traceparent = None
+        if row is not None and tracing.enabled():
+            traceparent = await repo.job_traceparent(row.job_id)
     if row is None or row.status != CallbackStatus.PENDING:
         return DeliveryOutcome("nothing to deliver")
     if row.next_attempt_at > now:
         return DeliveryOutcome("not due", retry_in_s=(row.next_attempt_at - now).total_seconds())
-    error = await _post(row, settings)
+    # In the job's trace; httpx's instrumentation sends the POST's own traceparent to the receiver.
+    with tracing.span(
+        "callback.deliver",
+        parent=traceparent,
+        attributes={"job.id": row.job_id, "callback.event": row.event, "callback.attempt": row.attempts + 1},
+    ) as span:
+        error = await _post(row, settings)
+        tracing.annotate(span, {"callback.delivered": error is None}, error=error)
     attempts = row.attempts + 1
     async with session_scope() as session:
         repo = CallbackRepository(session)
         if error is None:
             await repo.record_try(row, CallbackStatus.DELIVERED, attempts, None, None, utcnow())
+            metrics.count_callback("delivered")
             return DeliveryOutcome("delivered")
         if attempts >= settings.callback_max_attempts:
             await repo.record_try(row, CallbackStatus.FAILED, attempts, error, None, None)
+            metrics.count_callback("given_up")
             log.warning(
                 "callback given up", extra={"job_id": row.job_id, "attempts": attempts, "error": error}
             )
@@ -104,6 +117,7 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
         delay_s = settings.callback_backoff.delay_s(attempts)
         next_at = utcnow() + timedelta(seconds=delay_s)
         await repo.record_try(row, CallbackStatus.PENDING, attempts, error, next_at, None)
+    metrics.count_callback("error")
     return DeliveryOutcome(f"attempt {attempts} failed: {error}", retry_in_s=delay_s)
 
 

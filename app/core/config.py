@@ -69,6 +69,11 @@ class Settings(BaseSettings):
     dead_letter_queue_name: str = "arq:dead-letters"
     db_pool_size: int = Field(10, gt=0)
     log_level: str = "INFO"
+    metrics_enabled: bool = True
+    metrics_tenant_label: bool = True
+    metrics_port: int = Field(0, ge=0, le=65535)
+    metrics_cache_s: float = Field(5.0, ge=0)
+    worker_heartbeat_s: float = Field(5.0, gt=0)
     log_json: bool = True
 
     @field_validator("retry_delays_s", "callback_retry_delays_s", mode="before")
@@ -151,6 +156,11 @@ class Settings(BaseSettings):
     def heartbeat_interval_s(self) -> float:
         """Often enough that a live attempt is never mistaken for a lost one."""
         return max(0.05, min(self.stuck_after_s / 4, 10.0))
+
+    @property
+    def worker_live_for_s(self) -> float:
+        """A process whose last announcement is older than this is gone (so within 2 heartbeats of dying)."""
+        return 1.5 * self.worker_heartbeat_s
 
     @property
     def effective_redis_url(self) -> str:

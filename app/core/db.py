@@ -14,6 +14,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from app.core import tracing
 from app.core.config import Settings, get_settings
 
 _engine: AsyncEngine | None = None
@@ -62,6 +63,7 @@ def get_engine() -> AsyncEngine:
     global _engine, _sessionmaker
     if _engine is None:
         _engine = create_engine(get_settings())
+        tracing.instrument_engine(_engine.sync_engine)
         _sessionmaker = async_sessionmaker(_engine, expire_on_commit=False)
     return _engine
 

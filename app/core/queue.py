@@ -128,16 +128,24 @@ def arq_job_id(job_id: str, replay_count: int, suffix: str | None = None) -> str
 
 
 async def enqueue_run(
-    job_id: str, replay_count: int, defer_until: datetime | None = None, suffix: str | None = None
+    job_id: str,
+    replay_count: int,
+    defer_until: datetime | None = None,
+    suffix: str | None = None,
+    traceparent: str | None = None,
 ) -> bool:
     """Put a report job on the main queue: True if a new message was queued, False if one with that id was
-    already there (arq's dedup) or Redis refused (logged). Never raises."""
+    already there (arq's dedup) or Redis refused (logged). Never raises.
+
+    `traceparent` (the job's trace context) rides as a keyword argument of the message, so the attempt span
+    covers picking the job up; dedup stays on the arq job id, and a message without it still works."""
     try:
         connection = await _connect()
         arq_id = arq_job_id(job_id, replay_count, suffix)
         now_ms = int(time.time() * 1000)
         score = int(defer_until.timestamp() * 1000) if defer_until is not None else now_ms
-        payload = serialize_job(RUN_REPORT, (job_id,), {}, None, now_ms, serializer=serialize)
+        kwargs = {"traceparent": traceparent} if traceparent else {}
+        payload = serialize_job(RUN_REPORT, (job_id,), kwargs, None, now_ms, serializer=serialize)
         created = await connection.enqueue_script(
             keys=[job_key_prefix + arq_id, result_key_prefix + arq_id, get_settings().queue_name],
             args=[
@@ -202,6 +210,17 @@ async def is_queued(job_id: str, replay_count: int) -> bool:
 async def ping() -> None:
     pool = await get_pool()
     await pool.ping()
+
+
+async def queue_lengths() -> dict[str, int]:
+    """Messages waiting in Redis (due or deferred), by queue: `main` and `dead_letter`."""
+    settings = get_settings()
+    pool = await get_pool()
+    async with pool.pipeline(transaction=False) as pipe:
+        pipe.zcard(settings.queue_name)
+        pipe.zcard(settings.dead_letter_queue_name)
+        main, dead_letter = await pipe.execute()
+    return {"main": int(main), "dead_letter": int(dead_letter)}
 
 
 async def try_lock(name: str, ttl_s: float) -> Lock | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 
 
@@ -117,3 +118,8 @@ class AttemptKey:
     # False when the job has neither a callback_url nor an ordering_key (both fixed at submit): its terminal
     # transition then has no side effects to stage, which saves a read on the hot path.
     has_effects: bool = field(default=True, compare=False)
+    # What the metrics label and time an attempt by; not part of its identity.
+    report_type: str = field(default="", compare=False)
+    tenant: str = field(default="", compare=False)
+    created_at: datetime | None = field(default=None, compare=False)
+    started_at: datetime | None = field(default=None, compare=False)

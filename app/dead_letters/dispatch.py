@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from app.core import queue
+from app.core import metrics, queue, tracing
 from app.core.config import Settings, get_settings
 from app.core.db import session_scope
 from app.core.ids import new_id
@@ -138,6 +139,11 @@ async def _dispatch_sink(key: str, sink: AlertSink, now: datetime, settings: Set
         waiting = await DeadLetterRepository(session).waiting_successors(
             {letter.job_id for letter in letters}
         )
+        traceparents = (
+            await DeadLetterRepository(session).job_traceparents([letter.job_id for letter in letters])
+            if tracing.enabled()
+            else {}
+        )
     if len(letters) == 1:
         messages = [render_one(letters[0], base_url, waiting)]
     else:
@@ -150,7 +156,8 @@ async def _dispatch_sink(key: str, sink: AlertSink, now: datetime, settings: Set
     for message in messages[:room]:
         ids = [letter.id for job_id in message.job_ids for letter in by_job.get(job_id, [])]
         try:
-            await sink.send(message)
+            with _alert_span(key, message.job_ids, traceparents):
+                await sink.send(message)
         except Exception as exc:  # AlertDeliveryError, or a broken sink: either way only this sink waits
             error = str(exc) or type(exc).__name__
             backoff_s = settings.alert_backoff.delay_s(max(attempts[i] for i in ids) + 1)
@@ -162,15 +169,31 @@ async def _dispatch_sink(key: str, sink: AlertSink, now: datetime, settings: Set
                 "alert delivery failed; will retry",
                 extra={"sink": key, "error": error, "retry_in_s": backoff_s, "jobs": len(ids)},
             )
+            metrics.count_alert(key, "error", len(ids))
             touched += ids
             return _SinkOutcome(f"sent {sent}; delivery failed: {error}", backoff_s, touched)
         async with session_scope() as session:
             await AlertRepository(session).mark_sent(key, ids, new_id(), utcnow())
+        metrics.count_alert(key, "sent", len(ids))
         touched += ids
         sent += 1
     if len(messages) > room:
         return _SinkOutcome(f"sent {sent}; rate limited", window_s / max(1, room), touched)
     return _SinkOutcome(f"sent {sent} message(s) naming {len(letters)} dead letter(s)", None, touched)
+
+
+def _alert_span(
+    sink: str, job_ids: Sequence[str], traceparents: Mapping[str, str]
+) -> AbstractContextManager[Any]:
+    """The `dead_letter.alert` span of one message: in the dead job's own trace when the message names one
+    job; a digest's span starts a trace of its own, linked to each of its jobs' traces."""
+    one = len(job_ids) == 1
+    return tracing.span(
+        "dead_letter.alert",
+        parent=traceparents.get(job_ids[0]) if one else None,
+        links=() if one else [traceparents.get(job_id) for job_id in job_ids],
+        attributes={"alert.sink": sink, "alert.jobs": len(job_ids), "job.id": job_ids[0] if one else None},
+    )
 
 
 async def _settle(keys: list[str], letter_ids: list[str]) -> None:

@@ -94,6 +94,13 @@ class DeadLetterRepository(Repository):
         )
         return await self.all(stmt, str)
 
+    async def job_traceparents(self, job_ids: Sequence[str]) -> dict[str, str]:
+        """The stored trace context of each of these jobs that has one (tracing joins their traces)."""
+        if not job_ids:
+            return {}
+        stmt = select(job.id, job.traceparent).where(job.id.in_(list(job_ids)), job.traceparent.is_not(None))
+        return {str(row[0]): str(row[1]) for row in (await self.session.execute(stmt)).all()}
+
     async def waiting_successors(self, job_ids: set[str]) -> dict[str, tuple[str, int]]:
         """For dead jobs with an ordering key: (key, how many later jobs of it wait for them)."""
         if not job_ids:

@@ -57,4 +57,6 @@ async def wake_next_in_order(tenant: str, ordering_key: str, woken_by: str) -> N
     async with session_scope() as session:
         job = await JobRepository(session).next_in_order(tenant, ordering_key)
     if job is not None:
-        await queue.enqueue_run(job.id, job.replay_count, suffix=f"after-{woken_by}")
+        await queue.enqueue_run(
+            job.id, job.replay_count, suffix=f"after-{woken_by}", traceparent=job.traceparent
+        )

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.states import CallbackStatus, JobStatus, StepStatus
+from app.core.tracing import trace_id_of
 from app.core.wire import ErrorInfo, IsoDateTime, Stamp
 from app.models import JobStep, ReportJob
 
@@ -71,6 +72,11 @@ class JobPublic(BaseModel):
     replay_count: int
     callback_url: str | None
     callback: CallbackState | None
+    trace_id: str | None = Field(
+        description="The job's OpenTelemetry trace id (32 hex digits): its submit, every attempt, its alert, "
+        "callback and replays are in that trace. Null when tracing was off at submit.",
+        pattern="^[0-9a-f]{32}$",
+    )
     created_at: Stamp
     started_at: Stamp | None
     finished_at: Stamp | None
@@ -108,6 +114,7 @@ class JobPublic(BaseModel):
             )
             if job.callback_url
             else None,
+            trace_id=trace_id_of(job.traceparent),
             created_at=job.created_at,
             started_at=job.started_at,
             finished_at=job.finished_at,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +17,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from app.callbacks.service import check_callback_url
-from app.core import queue
+from app.core import metrics, queue, tracing
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import (
@@ -82,6 +83,16 @@ async def _by_idempotency_key(tenant: str, key: str) -> ReportJob | None:
 
 
 async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = None) -> SubmitResult:
+    """Validate, insert and enqueue a job; an idempotent repeat answers the original. The `submit` span's
+    traceparent is stored on the new row: every later attempt, alert, callback and replay joins its trace."""
+    attributes = {"job.report_type": req.report_type, "job.tenant": tenant}
+    with tracing.span("submit", attributes=attributes) as span:
+        result = await _submit(tenant, req, idempotency_key)
+        tracing.annotate(span, {"job.id": result.job.id, "job.created": result.created})
+        return result
+
+
+async def _submit(tenant: str, req: SubmitRequest, idempotency_key: str | None) -> SubmitResult:
     settings = get_settings()
     now = utcnow()
     rtype, params = validate_submit(req.report_type, req.params, req.run_at, now)
@@ -116,6 +127,7 @@ async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = 
         callback_url=req.callback_url,
         idempotency_key=idempotency_key,
         request_hash=fingerprint if idempotency_key else None,
+        traceparent=tracing.current_traceparent(),
         created_at=now,
         updated_at=now,
     )
@@ -127,7 +139,13 @@ async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = 
         if not idempotency_key or (existing := await _by_idempotency_key(tenant, idempotency_key)) is None:
             raise
         return _same_request(existing, fingerprint)
-    await queue.enqueue_run(job.id, job.replay_count, defer_until=job.run_at if scheduled else None)
+    metrics.count_submitted(job)
+    await queue.enqueue_run(
+        job.id,
+        job.replay_count,
+        defer_until=job.run_at if scheduled else None,
+        traceparent=job.traceparent,
+    )
     return SubmitResult(job, created=True)
 
 
@@ -180,6 +198,8 @@ async def cancel(job_id: str, scope: TenantScope) -> ReportJob:
             raise Conflict(f"Job {job_id} changed while cancelling; try again.")
         effects = NO_EFFECTS if running else await stage_terminal_effects(session, job_id)
         fresh = await jobs.get_job(job_id, EVERY_TENANT)
+    if not running:
+        metrics.count_terminal(job, JobStatus.CANCELLED, job.created_at, now)
     await effects.publish()
     assert fresh is not None
     return fresh
@@ -198,7 +218,11 @@ def _check_steps(job: ReportJob, steps: Sequence[str]) -> None:
 
 async def replay(job_id: str, scope: TenantScope, steps: Sequence[str] | None = None) -> ReportJob:
     """dead/cancelled → pending (attempt reset, replay_count + 1): its dead letters are marked replayed, the
-    named steps (default: every failed one) may run again, and the job is re-enqueued."""
+    named steps (default: every failed one) may run again, and the job is re-enqueued.
+
+    The replayed job continues its original trace: the row keeps its traceparent, and a `replay` span in that
+    trace links to the request that asked for it."""
+    started_ns = time.time_ns()
     now = utcnow()
     async with session_scope() as session:
         jobs = JobRepository(session)
@@ -217,7 +241,15 @@ async def replay(job_id: str, scope: TenantScope, steps: Sequence[str] | None = 
         await StepRepository(session).reset_for_replay(job_id, steps)
         replayed = await jobs.get_job(job_id, EVERY_TENANT)
     assert replayed is not None
-    await queue.enqueue_run(replayed.id, replayed.replay_count)
+    metrics.count_replay(replayed)
+    with tracing.span(
+        "replay",
+        parent=replayed.traceparent,
+        links=[tracing.current_traceparent()] if replayed.traceparent else (),
+        attributes={"job.id": replayed.id, "job.replay": replayed.replay_count},
+        start_time_ns=started_ns,
+    ):
+        await queue.enqueue_run(replayed.id, replayed.replay_count, traceparent=replayed.traceparent)
     return replayed
 
 

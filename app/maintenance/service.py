@@ -1,5 +1,6 @@
 """The scheduler's periodic work as plain async functions: rescue lost attempts, reconcile Redis with
-MySQL, re-publish pending alerts, archive dead letters, purge expired jobs and their files.
+MySQL, re-publish pending alerts, archive dead letters, purge expired jobs and their files, and forget
+worker-registry rows silent for a day.
 
 Every action is idempotent (CAS updates, arq job-id dedup); a Redis lease just keeps replicas from
 doing the same work in the same tick.
@@ -8,19 +9,22 @@ doing the same work in the same tick.
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
 from app.attempts.service import declare_lost
 from app.callbacks.service import republish_due
-from app.core import queue
+from app.core import queue, tracing
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.states import JobStatus
 from app.core.storage import delete_job_outputs
 from app.core.times import utcnow
 from app.dead_letters.service import archive_and_purge, republish_pending
+from app.fleet import service as fleet
 from app.maintenance.repository import MaintenanceRepository
+from app.models import ReportJob
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +53,29 @@ async def reconcile() -> int:
         due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
         defer_until = due_at if job.status != JobStatus.PENDING and due_at and due_at > now else None
         if not await queue.is_queued(job.id, job.replay_count):
-            enqueued += await queue.enqueue_run(job.id, job.replay_count, defer_until=defer_until)
+            with _reenqueue_span(job, "missing"):
+                enqueued += await queue.enqueue_run(
+                    job.id, job.replay_count, defer_until=defer_until, traceparent=job.traceparent
+                )
         elif job.status == JobStatus.PENDING and job.updated_at <= stale_before:
             # "Queued" but nothing happened for STUCK_AFTER_S: a killed worker may hold arq's lease on the
             # message until arq's own timeout. A fresh message (one per period) gets the job going again.
             bucket = int(now.timestamp() // stuck_after_s)
-            enqueued += await queue.enqueue_run(job.id, job.replay_count, suffix=f"stale{bucket}")
+            with _reenqueue_span(job, "stale"):
+                enqueued += await queue.enqueue_run(
+                    job.id, job.replay_count, suffix=f"stale{bucket}", traceparent=job.traceparent
+                )
     return enqueued
+
+
+def _reenqueue_span(job: ReportJob, reason: str) -> AbstractContextManager[Any]:
+    """A `reenqueue` span in the job's own trace (linked to the scheduler tick that found it)."""
+    return tracing.span(
+        "reenqueue",
+        parent=job.traceparent,
+        links=[tracing.current_traceparent()],
+        attributes={"job.id": job.id, "job.status": job.status.value, "reenqueue.reason": reason},
+    )
 
 
 async def purge_expired_jobs() -> int:
@@ -93,4 +113,5 @@ async def run_tick(use_lease: bool = True) -> dict[str, Any]:
         report["redis"] = f"unavailable: {type(exc).__name__}"
     report.update(await archive_and_purge())
     report["jobs_purged"] = await purge_expired_jobs()
+    report["workers_purged"] = await fleet.purge_gone(fleet.PURGE_GONE_AFTER_S)
     return report

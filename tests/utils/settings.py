@@ -25,11 +25,16 @@ BASE_ENV = {
 
 
 async def reset_process_state() -> None:
-    """Forget cached settings, engine and Redis pool so the next use reads the current environment."""
+    """Forget cached settings, engine, Redis pool, metrics and the gauges' snapshot: the next use reads the
+    current environment and counts from zero."""
     from app.core import queue
     from app.core.config import reset_settings
     from app.core.db import dispose_engine
+    from app.core.metrics import reset_metrics
+    from app.observability.service import forget_snapshot
 
     await queue.close_pool()
     await dispose_engine()
     reset_settings()
+    reset_metrics()
+    forget_snapshot()

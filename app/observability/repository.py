@@ -1,0 +1,75 @@
+"""The few indexed reads behind the state gauges: live jobs (never the terminal millions), open dead
+letters, pending alerts and callbacks. Workers and the scheduler's tick come from app.fleet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, and_, case, func, select, type_coerce
+
+from app.core.repository import Repository, table_of
+from app.core.states import AlertStatus, CallbackStatus, JobStatus
+from app.models import AlertDelivery, CallbackDelivery, DeadLetter, ReportJob, UTCDateTime
+
+JOBS = table_of(ReportJob)
+job = JOBS.c
+LIVE = (JobStatus.PENDING, JobStatus.SCHEDULED, JobStatus.RETRYING, JobStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class LiveJobs:
+    status: str
+    report_type: str
+    tenant: str
+    count: int
+    oldest_eligible_since: datetime | None
+
+
+def eligible_since_sql() -> ColumnElement[datetime]:
+    """The SQL twin of app.jobs.waiting.eligible_since (the same rule, column by column)."""
+    pending_since = case(
+        (and_(job.run_at.is_not(None), job.run_at > job.updated_at), job.run_at), else_=job.updated_at
+    )
+    return case(
+        (job.status == JobStatus.RETRYING.value, job.next_attempt_at),
+        (job.status == JobStatus.SCHEDULED.value, job.run_at),
+        (job.status == JobStatus.PENDING.value, pending_since),
+        else_=None,
+    )
+
+
+class StateRepository(Repository):
+    async def live_jobs(self, now: datetime) -> list[LiveJobs]:
+        """Jobs in a live status by (status, report type, tenant), with the oldest wait among those that
+        could start now (due and not behind an ordering-key predecessor). A range of the status index."""
+        since = eligible_since_sql()
+        waiting = case((and_(job.blocked_by.is_(None), since <= now), since), else_=None)
+        oldest = type_coerce(func.min(waiting), UTCDateTime())
+        stmt = (
+            select(job.status, job.report_type, job.tenant, func.count(), oldest)
+            .where(job.status.in_([s.value for s in LIVE]))
+            .group_by(job.status, job.report_type, job.tenant)
+        )
+        rows = (await self.session.execute(stmt)).all()
+        return [LiveJobs(str(r[0]), r[1], r[2], int(r[3]), r[4]) for r in rows]
+
+    async def open_dead_letters(self) -> int:
+        letter = table_of(DeadLetter).c
+        stmt = select(func.count()).where(letter.archived_at.is_(None), letter.replayed_at.is_(None))
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def pending_alerts(self) -> dict[str, int]:
+        delivery = table_of(AlertDelivery).c
+        stmt = (
+            select(delivery.sink, func.count())
+            .where(delivery.status == AlertStatus.PENDING.value)
+            .group_by(delivery.sink)
+        )
+        return {sink: int(n) for sink, n in (await self.session.execute(stmt)).all()}
+
+    async def pending_callbacks(self) -> int:
+        callback = table_of(CallbackDelivery).c
+        stmt = select(func.count()).where(callback.status == CallbackStatus.PENDING.value)
+        return int((await self.session.execute(stmt)).scalar_one())
