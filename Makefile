@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make install      install the locked dependencies into .venv (uv sync --frozen)"
-	@echo "make system-deps  apt-install redis-server, mariadb-server and prometheus (promtool) for the tests"
+	@echo "make system-deps  apt-install redis-server, mariadb-server, prometheus (promtool) and chromium for the tests"
 	@echo "                  (no service is started)"
 	@echo "make run          api + worker + dead-letter + scheduler, on SQLite and an embedded Redis"
 	@echo "                  (one by one: uvicorn app.main:app, python -m workers.report_worker,"
@@ -33,7 +33,8 @@ system-deps:
 	@if command -v redis-server >/dev/null 2>&1 \
 	    && { [ -x /usr/sbin/mariadbd ] || command -v mariadbd >/dev/null 2>&1; } \
 	    && command -v mariadb-install-db >/dev/null 2>&1 \
-	    && command -v promtool >/dev/null 2>&1; then \
+	    && command -v promtool >/dev/null 2>&1 \
+	    && command -v chromium >/dev/null 2>&1; then \
 	  exit 0; \
 	fi; \
 	if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
@@ -43,7 +44,7 @@ system-deps:
 	fi; \
 	trap 'if [ -n "$$CREATED" ]; then $$SUDO rm -f $$POLICY; fi' EXIT; \
 	$$SUDO apt-get update && \
-	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server mariadb-server prometheus
+	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server mariadb-server prometheus chromium fonts-dejavu-core
 
 run: install
 	$(PYTHON) -m workers.dev

@@ -1,6 +1,6 @@
 """Liveness, readiness, Prometheus metrics, and the root path.
 
-`/healthz` does no I/O; `/readyz` checks MySQL and Redis with short timeouts; `GET /` points at the docs.
+`/healthz` does no I/O; `/readyz` checks MySQL and Redis with short timeouts; `GET /` opens the console.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ READY_TIMEOUT_S = 2.0
 
 @router.get("/", include_in_schema=False)
 async def root() -> RedirectResponse:
-    return RedirectResponse("/docs", status_code=307)
+    return RedirectResponse("/ui", status_code=307)
 
 
 @router.get(

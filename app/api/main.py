@@ -16,6 +16,8 @@ from app.api import errors, health, tracing
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware
 from app.api.responses import FastJSONResponse
 from app.attempts import routes as attempts_routes
+from app.console import routes as console_routes
+from app.console import web as console_web
 from app.core import queue
 from app.core.config import get_settings
 from app.core.db import dispose_engine, get_engine
@@ -68,9 +70,11 @@ def create_app() -> FastAPI:
         dead_letters_routes.router,
         reports_routes.router,
         fleet_routes.router,
+        console_routes.router,
         health.router,
     ):
         app.include_router(router)
+    console_web.install(app)
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AuthMiddleware)
     tracing.instrument(app)  # outermost, so 401s and 413s are traced too; nothing when tracing is off

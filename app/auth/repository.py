@@ -25,6 +25,9 @@ class ApiKeyRepository(Repository):
     async def get_by_hash(self, key_hash: str) -> ApiKey | None:
         return await self.first(select(ApiKey).where(key.key_hash == key_hash), ApiKey)
 
+    async def get_by_id(self, key_id: str) -> ApiKey | None:
+        return await self.first(select(ApiKey).where(key.id == key_id), ApiKey)
+
     async def list_keys(self, scope: TenantScope) -> list[ApiKey]:
         stmt = select(ApiKey).order_by(key.created_at)
         if scope.tenant is not None:

@@ -33,6 +33,13 @@ class Principal:
     key_id: str
     tenant: str
     scopes: frozenset[str]
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        """Who did it, as recorded on what a caller changes by hand: `key 01J… "ops" (acme)`."""
+        named = f' "{self.name}"' if self.name else ""
+        return f"key {self.key_id}{named} ({self.tenant})"
 
     @property
     def is_admin(self) -> bool:
@@ -79,7 +86,20 @@ async def authenticate(raw_key: str) -> Principal | None:
         key = await ApiKeyRepository(session).get_by_hash(digest)
     if key is None or key.revoked_at is not None or not secrets.compare_digest(key.key_hash, digest):
         return None
-    return Principal(key.id, key.tenant, frozenset(s for s in key.scopes.split(",") if s))
+    return _principal(key)
+
+
+async def principal_by_id(key_id: str) -> Principal | None:
+    """The key a console session was opened with, as long as it is not revoked."""
+    async with session_scope() as session:
+        key = await ApiKeyRepository(session).get_by_id(key_id)
+    if key is None or key.revoked_at is not None:
+        return None
+    return _principal(key)
+
+
+def _principal(key: ApiKey) -> Principal:
+    return Principal(key.id, key.tenant, frozenset(s for s in key.scopes.split(",") if s), key.name)
 
 
 async def list_api_keys(scope: TenantScope) -> list[ApiKey]:

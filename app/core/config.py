@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     dead_letter_queue_name: str = "arq:dead-letters"
     db_pool_size: int = Field(10, gt=0)
     log_level: str = "INFO"
+    console_secret: SecretStr | None = None
+    console_session_ttl_s: float = Field(8 * 3600.0, gt=0)
+    console_refresh_s: float = Field(3.0, gt=0)
     metrics_enabled: bool = True
     metrics_tenant_label: bool = True
     metrics_port: int = Field(0, ge=0, le=65535)
