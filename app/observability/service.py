@@ -50,7 +50,28 @@ class _Cache:
         self.snapshot: StateSnapshot | None = None
         self.monotonic_at = 0.0
         self.lock = asyncio.Lock()
+        self.refreshing: asyncio.Task[None] | None = None
 
+    def age_s(self) -> float:
+        return time.monotonic() - self.monotonic_at
+
+    async def refresh(self) -> StateSnapshot:
+        async with self.lock:
+            if self.snapshot is None or self.age_s() >= get_settings().metrics_cache_s:
+                self.snapshot = await take_snapshot()
+                self.monotonic_at = time.monotonic()
+            return self.snapshot
+
+    async def _refresh_quietly(self) -> None:
+        try:
+            await self.refresh()
+        finally:
+            self.refreshing = None
+
+
+# A snapshot up to this much older than METRICS_CACHE_S is still served (and refreshed behind the scrape),
+# so a scrape never waits for the database once the first one has.
+STALE_GRACE_S = 30.0
 
 _cache = _Cache()
 
@@ -76,17 +97,23 @@ async def take_snapshot() -> StateSnapshot:
 
 
 async def snapshot() -> StateSnapshot:
-    """The cached snapshot, refreshed when older than METRICS_CACHE_S (concurrent scrapes share a refresh)."""
+    """The cached snapshot. Fresh (younger than METRICS_CACHE_S): served. Stale by less than STALE_GRACE_S:
+    served while one refresh runs in the background. Older, missing, or METRICS_CACHE_S=0: read now
+    (concurrent scrapes share one read)."""
     max_age_s = get_settings().metrics_cache_s
-    async with _cache.lock:
-        fresh = _cache.snapshot is not None and time.monotonic() - _cache.monotonic_at < max_age_s
-        if not fresh:
-            _cache.snapshot = await take_snapshot()
-            _cache.monotonic_at = time.monotonic()
-        assert _cache.snapshot is not None
-        return _cache.snapshot
+    cached = _cache.snapshot
+    if cached is not None and max_age_s > 0:
+        age_s = _cache.age_s()
+        if age_s < max_age_s:
+            return cached
+        if age_s < max_age_s + STALE_GRACE_S:
+            if _cache.refreshing is None:
+                _cache.refreshing = asyncio.create_task(_cache._refresh_quietly())
+            return cached
+    return await _cache.refresh()
 
 
 def forget_snapshot() -> None:
     """Drop the cache (tests that change the data and read at once)."""
     _cache.snapshot = None
+    _cache.monotonic_at = 0.0
