@@ -168,8 +168,10 @@ def dead_letters_cmd(
         err = item["error"] or {}
         flags = " archived" if item["archived_at"] else ""
         flags += " replayed" if item["replayed_at"] else ""
+        flags += " resolved" if item.get("resolved_at") else ""
         typer.echo(
-            f"{item['created_at']}  {item['job_id']}  {item['report_type']}  tenant={item['tenant']}  "
+            f"{item['created_at']}  {item['job_id']}  letter={item['id']}  {item['report_type']}  "
+            f"tenant={item['tenant']}  "
             f"attempts={item['attempts']}  alert={item['alert']['status']}{flags}  "
             f"{err.get('type', '')}: {str(err.get('message', ''))[:80]}"
         )
@@ -191,6 +193,18 @@ def replay_dead(
         body["since"] = since
     with _client(api_url, api_key) as client:
         _print_response(client.post("/v1/dead-letters/replay", json=body))
+
+
+@cli.command()
+def resolve(
+    letter_id: Annotated[str, typer.Argument(help="Dead letter id (`reportctl dead-letters` shows it)")],
+    reason: Annotated[str, typer.Option("--reason", help="What you did by hand instead of a replay")],
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = "",
+) -> None:
+    """Resolve a dead letter by hand: archived with who and why; jobs waiting on its ordering key proceed."""
+    with _client(api_url, api_key) as client:
+        _print_response(client.post(f"/v1/dead-letters/{letter_id}/resolve", json={"reason": reason}))
 
 
 WORKER_COLUMNS = ("NAME", "KIND", "VERSION", "STARTED", "CONCURRENCY", "RUNNING", "HEARTBEAT_AGE_S", "STATE")

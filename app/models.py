@@ -100,6 +100,8 @@ class ReportJob(SQLModel, table=True):
     cancel_requested: bool = Field(default=False, nullable=False)
     # W3C traceparent of the submit span when tracing is on: attempts, alerts and callbacks join its trace.
     traceparent: str | None = Field(default=None, max_length=55)
+    # Set (while `dead`) once an operator resolved its dead letter by hand: it no longer blocks its key.
+    resolved_at: datetime | None = _ts()
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     started_at: datetime | None = _ts()
     finished_at: datetime | None = _ts()
@@ -164,6 +166,10 @@ class DeadLetter(SQLModel, table=True):
     expire_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
     archived_at: datetime | None = _ts()
     replayed_at: datetime | None = _ts()
+    # An operator fixed the job's effect by hand: when, who (API key and tenant) and why. Archived too.
+    resolved_at: datetime | None = _ts()
+    resolved_by: str | None = Field(default=None, max_length=255)
+    resolution: str | None = Field(default=None, max_length=500)
     alert_status: AlertStatus = Field(default=AlertStatus.PENDING, sa_type=_enum(AlertStatus), nullable=False)
     alert_sent_at: datetime | None = _ts()
     alert_attempts: int = Field(default=0, nullable=False)

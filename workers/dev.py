@@ -332,6 +332,7 @@ class Launcher:
   report-orchestrator is running (dev mode)
 
   API docs:   {base}/docs
+  Console:    {base}/ui  (sign in with the API key below)
   API key:    {key}
               (tenant "dev", scopes {DEV_SCOPES}; cached in {KEY_FILE})
   Database:   {_mask_password(database)}

@@ -1,5 +1,5 @@
-"""SQL of dead letters: add, list, mark replayed, archive and purge, find the ones whose alert is pending,
-and what an alert says about later jobs of the same ordering key that wait for the dead one.
+"""SQL of dead letters: add, get, list, resolve, mark replayed, archive and purge, find the ones whose alert
+is pending, and what an alert says about later jobs of the same ordering key that wait for the dead one.
 """
 
 from __future__ import annotations
@@ -60,6 +60,35 @@ class DeadLetterRepository(Repository):
             conds.append(letter.id < before_id)
         stmt = select(DeadLetter).where(and_(*conds)) if conds else select(DeadLetter)
         return await self.all(stmt.order_by(letter.id.desc()).limit(limit), DeadLetter)
+
+    async def get_letter(self, letter_id: str, scope: TenantScope) -> DeadLetter | None:
+        stmt = select(DeadLetter).where(letter.id == letter_id).execution_options(populate_existing=True)
+        if scope.tenant is not None:
+            stmt = stmt.where(letter.tenant == scope.tenant)
+        return await self.first(stmt, DeadLetter)
+
+    async def resolve(self, letter_id: str, now: datetime, who: str, reason: str) -> int:
+        """Archive an open (unarchived, unreplayed, unresolved) letter as resolved by hand: who and why."""
+        stmt = (
+            LETTERS.update()
+            .where(
+                letter.id == letter_id,
+                letter.archived_at.is_(None),
+                letter.replayed_at.is_(None),
+                letter.resolved_at.is_(None),
+            )
+            .values(archived_at=now, resolved_at=now, resolved_by=who, resolution=reason)
+        )
+        return await self.rowcount(stmt)
+
+    async def archive_open_of_job(self, job_id: str, now: datetime) -> int:
+        """Archive a job's letters still open (earlier deaths', replayed since): its fate is settled."""
+        stmt = (
+            LETTERS.update()
+            .where(letter.job_id == job_id, letter.archived_at.is_(None))
+            .values(archived_at=now)
+        )
+        return await self.rowcount(stmt)
 
     async def mark_replayed(self, job_id: str, now: datetime) -> int:
         stmt = (

@@ -1,4 +1,5 @@
-"""Wire schemas of dead letters: the letter document, its page, and the bulk-replay request and answer.
+"""Wire schemas of dead letters: the letter document, its page, the bulk-replay request and answer, and the
+request resolving a letter by hand.
 
 Built from table rows with `.of(row)`; timestamps as everywhere (RFC 3339 UTC, microseconds).
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from app.core.states import AlertStatus
 from app.core.wire import ErrorInfo, IsoDateTime, Stamp
@@ -31,6 +32,9 @@ class DeadLetterPublic(BaseModel):
     expire_at: Stamp
     archived_at: Stamp | None
     replayed_at: Stamp | None
+    resolved_at: Stamp | None = Field(description="When an operator resolved it by hand (archived then)")
+    resolved_by: str | None = Field(description="Who resolved it: the API key and its tenant")
+    resolution: str | None = Field(description="Why: what the operator did instead of a replay")
     alert: AlertPublic
 
     @classmethod
@@ -47,6 +51,9 @@ class DeadLetterPublic(BaseModel):
             expire_at=row.expire_at,
             archived_at=row.archived_at,
             replayed_at=row.replayed_at,
+            resolved_at=row.resolved_at,
+            resolved_by=row.resolved_by,
+            resolution=row.resolution,
             alert=AlertPublic(status=row.alert_status, sent_at=row.alert_sent_at),
         )
 
@@ -86,3 +93,14 @@ class BulkReplay(BaseModel):
 
 class BulkReplayResult(BaseModel):
     replayed: int
+
+
+class ResolveRequest(BaseModel):
+    """What the operator did by hand instead of a replay (kept with the archived letter)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"reason": "Refunded order 2302393013 by hand in the billing tool"}]},
+    )
+
+    reason: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]

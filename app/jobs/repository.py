@@ -31,6 +31,8 @@ class JobFilter:
     report_type: str | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
+    ordering_key: str | None = None
+    id_prefix: str | None = None  # leading characters of a (ULID) id: a range of the primary key
 
 
 class JobRepository(Repository):
@@ -62,6 +64,10 @@ class JobRepository(Repository):
             conds.append(job.created_at >= flt.created_after)
         if flt.created_before:
             conds.append(job.created_at < flt.created_before)
+        if flt.ordering_key:
+            conds.append(job.ordering_key == flt.ordering_key)
+        if flt.id_prefix:
+            conds.append(job.id.startswith(flt.id_prefix, autoescape=True))
         if before_id:
             conds.append(job.id < before_id)
         stmt = select(ReportJob).where(and_(*conds)) if conds else select(ReportJob)
@@ -127,27 +133,44 @@ class JobRepository(Repository):
                 "cancel_requested": False,
                 "progress": None,
                 "blocked_by": None,
+                # A replayed job blocks its ordering key again while it runs (and if it dies again).
+                "resolved_at": None,
                 # Output columns stay: a multi-step job keeps the file an earlier attempt's step produced.
                 "updated_at": now,
             },
             from_statuses=REPLAYABLE,
         )
 
+    async def mark_resolved(self, row: ReportJob, now: datetime) -> int:
+        """A dead job whose letter an operator resolved by hand stops blocking its ordering key; only while it
+        is still the dead job `row` read (not replayed since) and unresolved. The status stays `dead`."""
+        return await self.guarded_update(
+            JOBS,
+            [
+                job.id == row.id,
+                job.status == JobStatus.DEAD.value,
+                job.replay_count == row.replay_count,
+                job.resolved_at.is_(None),
+            ],
+            {"resolved_at": now, "updated_at": now},
+            from_statuses={JobStatus.DEAD},
+        )
+
     # ---- ordering keys ----------------------------------------------------------------------------
 
     async def ordering_blocker(self, row: ReportJob) -> str | None:
         """The earliest job submitted before `row` under the same (tenant, ordering_key) that must finish
-        first: any unfinished one, or a dead one unless `row` continues past dead predecessors."""
-        blocking = WAITING | {JobStatus.RUNNING}
+        first: any unfinished one, or a dead one not resolved by hand, unless `row` runs past dead ones."""
+        blocks: ColumnElement[bool] = job.status.in_(values(WAITING | {JobStatus.RUNNING}))
         if row.on_predecessor_dead != "continue":
-            blocking |= {JobStatus.DEAD}
+            blocks = or_(blocks, and_(job.status == JobStatus.DEAD.value, job.resolved_at.is_(None)))
         stmt = (
             select(job.id)
             .where(
                 job.tenant == row.tenant,
                 job.ordering_key == row.ordering_key,
                 or_(job.created_at < row.created_at, and_(job.created_at == row.created_at, job.id < row.id)),
-                job.status.in_(values(blocking)),
+                blocks,
             )
             .order_by(job.created_at, job.id)
             .limit(1)

@@ -1,4 +1,5 @@
-"""Use cases of jobs as the API and reportctl see them: submit, read, list, download, cancel, replay.
+"""Use cases of jobs as the API and reportctl see them: submit, read, list, download, cancel, replay, and
+resolving a dead job's letter by hand.
 
 Each opens its own transaction; enqueues happen only after the commit (Redis only carries work).
 """
@@ -34,11 +35,11 @@ from app.core.storage import resolve_output
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
-from app.jobs.effects import NO_EFFECTS, stage_terminal_effects
+from app.jobs.effects import NO_EFFECTS, stage_terminal_effects, wake_next_in_order
 from app.jobs.repository import JobFilter, JobRepository
 from app.jobs.step_repository import StepRepository
 from app.jobs.validation import validate_submit
-from app.models import JobStep, ReportJob
+from app.models import DeadLetter, JobStep, ReportJob
 from app.reports.registry import registry
 
 
@@ -284,3 +285,33 @@ async def replay_dead_letters(
             except (Conflict, NotFound):
                 continue
         before_id = letters[-1].id
+
+
+async def resolve_dead_letter(letter_id: str, scope: TenantScope, who: str, reason: str) -> DeadLetter:
+    """An operator fixed a dead job's effect by hand: its letter is archived with who and why (other open
+    letters of the job, from earlier deaths, are archived too), the job stays `dead` but no longer blocks its
+    ordering key, and the next pending job of that key is woken. Replaying it later is still allowed.
+
+    Job first, then letters: the lock order of `replay`, so the two cannot deadlock; whichever commits first
+    wins and the other answers 409."""
+    now = utcnow()
+    async with session_scope() as session:
+        letters, jobs = DeadLetterRepository(session), JobRepository(session)
+        letter = await letters.get_letter(letter_id, scope)
+        if letter is None:
+            raise NotFound(f"No dead letter {letter_id!r}.")
+        if letter.resolved_at or letter.replayed_at or letter.archived_at:
+            state = "resolved" if letter.resolved_at else "replayed" if letter.replayed_at else "archived"
+            raise Conflict(f"Dead letter {letter_id} is already {state}.")
+        job = await jobs.get_job(letter.job_id, EVERY_TENANT)
+        if job is None or job.status != JobStatus.DEAD:
+            raise Conflict(f"Job {letter.job_id} is no longer dead; its letter cannot be resolved.")
+        if await jobs.mark_resolved(job, now) != 1 or await letters.resolve(letter_id, now, who, reason) != 1:
+            raise Conflict(f"Dead letter {letter_id} changed while resolving; try again.")
+        await letters.archive_open_of_job(job.id, now)
+        resolved = await letters.get_letter(letter_id, EVERY_TENANT)
+    assert resolved is not None
+    if job.ordering_key:
+        # Named after the letter: a wake-up message left from the job's death must not swallow this one.
+        await wake_next_in_order(job.tenant, job.ordering_key, letter_id)
+    return resolved

@@ -21,3 +21,11 @@ async def letters(client: httpx.AsyncClient, headers: dict[str, str], **query: A
     resp = await client.get("/v1/dead-letters", params=query, headers=headers)
     assert resp.status_code == 200, resp.text
     return list(resp.json()["items"])
+
+
+async def resolve(
+    client: httpx.AsyncClient, headers: dict[str, str], letter_id: str, reason: str = "fixed by hand"
+) -> httpx.Response:
+    """POST the letter's resolve with `reason`; the answer is the caller's to check."""
+    path = f"/v1/dead-letters/{letter_id}/resolve"
+    return await client.post(path, json={"reason": reason}, headers=headers)
