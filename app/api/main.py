@@ -16,6 +16,7 @@ from app.api import errors, health, tracing
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware
 from app.api.responses import FastJSONResponse
 from app.attempts import routes as attempts_routes
+from app.console import job_routes as console_job_routes
 from app.console import routes as console_routes
 from app.console import web as console_web
 from app.core import queue
@@ -71,6 +72,7 @@ def create_app() -> FastAPI:
         reports_routes.router,
         fleet_routes.router,
         console_routes.router,
+        console_job_routes.router,
         health.router,
     ):
         app.include_router(router)

@@ -1,22 +1,36 @@
 """What the console's pages show, gathered from the domains' services and the console's own reads; every
-read is limited to the viewer's tenants. Actions go through the same services as the API.
+read is limited to the viewer's tenants. Actions go through the same services as the API, item by item for
+bulk actions (same rules, same refusals).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Literal
 
+from app.attempts.service import list_attempts
 from app.auth.service import Principal, authenticate, principal_by_id
 from app.console.repository import AlertRow, ConsoleRepository, RunningJob, SinkHealth
 from app.core.db import session_scope
-from app.core.tenancy import TenantScope
+from app.core.errors import NotFound, OrchestratorError
+from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
+from app.dead_letters.repository import LetterFilter
+from app.dead_letters.service import list_letters
 from app.fleet.service import ListedProcess, list_processes
+from app.jobs import service as jobs
+from app.jobs.repository import JobFilter
+from app.models import JobAttempt, JobStep, ReportJob
 from app.observability.service import snapshot
 
 THROUGHPUT_MINUTES = 60
 RUNNING_SHOWN = 50
+# A ULID, as `app.api.pagination.ULID_RE` checks job ids (the console sits below the API layer).
+ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+BULK_PAGE = 500
 
 
 @dataclass(frozen=True)
@@ -100,3 +114,80 @@ async def alerts(scope: TenantScope, limit: int = 100) -> tuple[list[SinkHealth]
     async with session_scope() as session:
         repo = ConsoleRepository(session)
         return await repo.sink_health(), await repo.recent_alerts(scope, limit)
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    job: ReportJob
+    attempts: list[JobAttempt]  # oldest first
+    steps: list[JobStep]  # empty unless a multi-step job
+
+
+async def job_detail(job_id: str, scope: TenantScope) -> JobDetail:
+    """A job with its attempts and steps; NotFound (as the API) for another tenant's job."""
+    if not ULID_RE.match(job_id):
+        raise NotFound(f"No job {job_id[:40]!r}.")
+    job = await jobs.get_job(job_id, scope)
+    return JobDetail(job, await list_attempts(job_id, scope), await jobs.list_steps(job_id, scope))
+
+
+@dataclass(frozen=True)
+class ItemOutcome:
+    job_id: str
+    refusal: str | None  # the service's own message (409, 404 …); None when it was done
+
+
+async def act_on_jobs(
+    action: Literal["cancel", "replay"], job_ids: Sequence[str], scope: TenantScope
+) -> list[ItemOutcome]:
+    """Cancel or replay each job through the API's own service calls, one at a time, in the viewer's
+    tenants; a refused item (already done, another tenant's, …) does not stop the others."""
+    outcomes = []
+    for job_id in dict.fromkeys(job_ids):  # each once, in the order given
+        try:
+            if not ULID_RE.match(job_id):
+                raise NotFound(f"No job {job_id[:40]!r}.")
+            if action == "cancel":
+                await jobs.cancel(job_id, scope)
+            else:
+                await jobs.replay(job_id, scope)
+            outcomes.append(ItemOutcome(job_id, None))
+        except OrchestratorError as exc:
+            outcomes.append(ItemOutcome(job_id, exc.detail))
+    return outcomes
+
+
+async def matching_job_ids(flt: JobFilter) -> list[str]:
+    """Every job id the filter matches, newest first (all pages)."""
+    ids: list[str] = []
+    before_id: str | None = None
+    while page := await jobs.list_jobs(flt, before_id, BULK_PAGE):
+        ids += [row.id for row in page]
+        before_id = page[-1].id
+    return ids
+
+
+async def replay_dead_jobs(job_ids: Sequence[str]) -> int:
+    """Bulk replay (admin) of these dead jobs through the service of `POST /v1/dead-letters/replay`."""
+    replayed = 0
+    for start in range(0, len(job_ids), BULK_PAGE):
+        replayed += await jobs.replay_dead_letters(job_ids=job_ids[start : start + BULK_PAGE])
+    return replayed
+
+
+async def letters_to_replay(report_type: str | None, since: datetime | None) -> int:
+    """How many jobs `replay_dead_letters(report_type=, since=)` would replay now: the distinct jobs of the
+    unreplayed letters it selects (every tenant, archived ones included), read with the same filter."""
+    flt = LetterFilter(
+        scope=EVERY_TENANT,
+        include_archived=True,
+        report_type=report_type,
+        created_after=since,
+        unreplayed_only=True,
+    )
+    job_ids: set[str] = set()
+    before_id: str | None = None
+    while page := await list_letters(flt, before_id, BULK_PAGE):
+        job_ids.update(row.job_id for row in page)
+        before_id = page[-1].id
+    return len(job_ids)

@@ -18,7 +18,8 @@ def csrf_of(html: str) -> str:
 async def sign_in(client: httpx.AsyncClient, raw_key: str) -> str:
     """Sign `client` in with `raw_key`; returns the session's CSRF token (from the overview page)."""
     form = await client.get("/ui/login")
-    resp = await client.post("/ui/login", data={"csrf": csrf_of(form.text), "api_key": raw_key, "next": "/ui"})
+    data = {"csrf": csrf_of(form.text), "api_key": raw_key, "next": "/ui"}
+    resp = await client.post("/ui/login", data=data)
     assert resp.status_code == 303, resp.text
     page = await client.get("/ui")
     assert page.status_code == 200, page.text

@@ -27,7 +27,9 @@ async def test_a_good_key_opens_a_strict_session_cookie(client: httpx.AsyncClien
     )
     assert resp.status_code == 303 and resp.headers["location"] == "/ui/alerts"
     cookie = next(c for c in resp.headers.get_list("set-cookie") if c.startswith("ro_session="))
-    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie and "Max-Age=" in cookie
+    assert (
+        "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie and "Max-Age=" in cookie
+    )
     assert "Secure" not in cookie  # only when ENV=production
     page = await client.get("/ui")
     assert page.status_code == 200 and "Open dead letters" in page.text
