@@ -18,12 +18,13 @@ RESULTS_DIR = ROOT / "bench" / "results"
 
 # ---- scale and fixed parameters ------------------------------------------------------------------
 # Knobs (environment): BENCH_SCALE (1; 0.1 for a quick try; results named <date>-scale0.1.*),
-# BENCH_PHASES (submit,drain,pickup,memory), BENCH_MYSQL_FLUSH (1, MariaDB's default; 2 = no fsync
-# per commit), BENCH_NO_WRK=1 (use bench/loadgen.py), BENCH_BUDGET_S (560: the memory phase is cut
-# short, and says so, to keep the whole run under 10 minutes).
+# BENCH_PHASES (submit,drain,pickup,memory; add metrics for issue 12's figures), BENCH_MYSQL_FLUSH
+# (1, MariaDB's default; 2 = no fsync per commit), BENCH_NO_WRK=1 (use bench/loadgen.py), BENCH_BUDGET_S
+# (560: the memory phase is cut short, and says so, to keep the whole run under 10 minutes).
 
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
-PHASES = ("submit", "drain", "pickup", "memory")
+PHASES = ("submit", "drain", "pickup", "memory")  # the default
+ALL_PHASES = (*PHASES, "metrics")  # in the order they run; BENCH_PHASES=metrics for issue 12's figures
 CONCURRENCY = 64
 SUBMIT_SECONDS = max(2.0, 10.0 * min(SCALE, 1.0))
 WARMUP_SECONDS = 2.0 if SCALE >= 1 else 1.0

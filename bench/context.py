@@ -9,6 +9,7 @@ import importlib.util
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,19 @@ from bench.procs import Proc, spawn
 API_START_TIMEOUT_S = 60.0
 # Settings the benchmark's own in-process submissions (submit_many) read from its environment.
 APP_SETTINGS = ("DATABASE_URL", "REDIS_URL", "REPORT_MODULES", "ENABLE_DEMO_REPORTS", "OUTPUT_DIR", "ENV")
+
+
+@dataclass
+class ApiServer:
+    """One uvicorn process serving the API (bench/trivial_app.py) on a port of its own."""
+
+    proc: Proc
+    port: int
+    command: str
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
 
 class Bench:
@@ -171,9 +185,9 @@ class Bench:
     def spawn(self, name: str, argv: list[str], **extra_env: str) -> Proc:
         return spawn(name, argv, dict(self.env, **extra_env), ROOT, self.logs)
 
-    def spawn_worker(self, name: str) -> Proc:
-        """One of our report workers, started as in production."""
-        return self.spawn(name, [sys.executable, "-m", "workers.report_worker"])
+    def spawn_worker(self, name: str, **extra_env: str) -> Proc:
+        """One of our report workers, started as in production (plus `extra_env` settings)."""
+        return self.spawn(name, [sys.executable, "-m", "workers.report_worker"], **extra_env)
 
     def spawn_raw_arq(self, name: str, **extra_env: str) -> Proc:
         """The raw-arq baseline: arq's own CLI, so arq's plain Worker class (bench/raw_arq.py)."""
@@ -193,29 +207,35 @@ class Bench:
 
     async def start_api(self) -> None:
         """uvicorn serving bench/trivial_app.py (the real API plus a trivial POST), 1 process."""
+        server = await self.launch_api()
+        self.api, self.api_port = server.proc, server.port
+        self.results["api_command"] = server.command
+
+    async def launch_api(self, name: str = "api", **extra_env: str) -> ApiServer:
+        """Start one more API process (its settings overridden by `extra_env`) and wait for /healthz."""
         import httpx
 
         from workers.local_servers import free_port
 
-        self.api_port = free_port()
+        port = free_port()
         argv = [
             sys.executable, "-m", "uvicorn", "bench.trivial_app:app", "--host", "127.0.0.1",
-            "--port", str(self.api_port), "--workers", "1", "--no-access-log",
+            "--port", str(port), "--workers", "1", "--no-access-log",
         ]  # fmt: skip
         if importlib.util.find_spec("uvloop"):
             argv += ["--loop", "uvloop"]
         if importlib.util.find_spec("httptools"):
             argv += ["--http", "httptools"]
-        self.results["api_command"] = " ".join(argv[1:])
-        self.api = api = self.spawn("api", argv)
+        server = ApiServer(self.spawn(name, argv, **extra_env), port, " ".join(argv[1:]))
         deadline = time.monotonic() + API_START_TIMEOUT_S
         async with httpx.AsyncClient() as client:
             while True:
                 with contextlib.suppress(httpx.HTTPError):
-                    if (await client.get(f"{self.base_url}/healthz")).status_code == 200:
-                        return
-                if not api.alive() or time.monotonic() > deadline:
-                    raise RuntimeError(f"the API did not start:\n{api.tail()}")
+                    if (await client.get(f"{server.base_url}/healthz")).status_code == 200:
+                        return server
+                if not server.proc.alive() or time.monotonic() > deadline:
+                    server.proc.stop()
+                    raise RuntimeError(f"the API ({name}) did not start:\n{server.proc.tail()}")
                 await asyncio.sleep(0.1)
 
     def stop_api(self) -> None:

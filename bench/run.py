@@ -20,6 +20,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from bench.common import (
+    ALL_PHASES,
     CONCURRENCY,
     DRAIN_JOBS,
     IDLE_SECONDS,
@@ -32,7 +33,7 @@ from bench.common import (
     wanted_phases,
 )
 from bench.context import Bench
-from bench.phases import drain, memory, pickup, submit
+from bench.phases import drain, memory, metrics, pickup, submit
 from bench.procs import stop_all
 from bench.report import machine_info, markdown, write_results
 
@@ -101,6 +102,8 @@ async def run_phases(bench: Bench) -> None:
         bench.stop_api()  # the memory worker runs without it
         if "memory" in wanted:
             await memory.run(bench)
+        if "metrics" in wanted:
+            await metrics.run(bench)  # its own API processes (metrics on and off) and workers
     finally:
         await bench.close()
 
@@ -152,6 +155,7 @@ def main() -> None:
         date=date.today().isoformat(),
         finished_at=datetime.now(UTC).isoformat(),
         scale=SCALE,
+        phases=[p for p in ALL_PHASES if p in wanted_phases()],
         total_seconds=round(time.perf_counter() - started, 1),
         load_generator="wrk" if wrk else "bench/loadgen.py (asyncio)",
         machine=machine_info(bench),

@@ -58,23 +58,26 @@ async def watch(
     }
 
 
-async def drain_ours(bench: Bench, workers: int) -> dict[str, Any]:
+async def drain_ours(
+    bench: Bench, workers: int, jobs: int = DRAIN_JOBS, label: str = "drain", **extra_env: str
+) -> dict[str, Any]:
+    """`jobs` queued, then drained by `workers` of our workers (their settings overridden by `extra_env`)."""
     await bench.clean()
-    submit_rate = await bench.submit_many(DRAIN_JOBS)
+    submit_rate = await bench.submit_many(jobs)
     queued = int(await bench.rds.zcard("arq:queue"))
     status = await bench.mysql_status()
-    procs = [bench.spawn_worker(f"worker-drain{workers}-{i}") for i in range(workers)]
+    procs = [bench.spawn_worker(f"worker-{label}{workers}-{i}", **extra_env) for i in range(workers)]
     meter = CpuMeter({**{p.name: p.pid for p in procs}, **bench.server_pids()}).start()
     try:
-        result = await watch(bench.done_count, DRAIN_JOBS, procs, 0.1)
+        result = await watch(bench.done_count, jobs, procs, 0.1)
         result["cpu_pct"] = meter.stop()
-        result["mysql_per_job"] = await bench.per_job_statements(status, DRAIN_JOBS, result["progress_polls"])
+        result["mysql_per_job"] = await bench.per_job_statements(status, jobs, result["progress_polls"])
     finally:
         for proc in procs:
             proc.stop()
     first, last = await finish_window(bench)
     if first and last and last > first:
-        result["jobs_per_s_mysql_timestamps"] = (DRAIN_JOBS - 1) / (last - first).total_seconds()
+        result["jobs_per_s_mysql_timestamps"] = (jobs - 1) / (last - first).total_seconds()
     result.update(submit_in_process_jobs_per_s=round(submit_rate, 1), queued_in_redis=queued)
     return result
 

@@ -11,18 +11,23 @@ import sys
 from typing import Any
 
 from bench.common import CONCURRENCY, JOB_BODY, SUBMIT_SECONDS, WARMUP_SECONDS, log, run_cmd
-from bench.context import Bench
+from bench.context import ApiServer, Bench
 from bench.procs import CpuMeter
 
 WRK_THREADS = 2
 
 
-async def load(bench: Bench, path: str, seconds: float) -> dict[str, Any]:
-    """One load-generator run in its own process: 64 concurrent POSTs of the job body to `path`."""
-    assert bench.api is not None, "start_api() first"
-    url = f"{bench.base_url}{path}"
+async def load(bench: Bench, path: str, seconds: float, api: ApiServer | None = None) -> dict[str, Any]:
+    """One load-generator run in its own process: 64 concurrent POSTs of the job body to `path`, on `api`
+    (default: the one start_api() started)."""
+    if api is None:
+        assert bench.api is not None, "start_api() first"
+        api_pid, base_url = bench.api.pid, bench.base_url
+    else:
+        api_pid, base_url = api.proc.pid, api.base_url
+    url = f"{base_url}{path}"
     auth = f"Bearer {bench.api_key}"
-    cpu = CpuMeter({"api": bench.api.pid, **bench.server_pids()}).start()
+    cpu = CpuMeter({"api": api_pid, **bench.server_pids()}).start()
     if bench.wrk:
         script = bench.work / "post.lua"
         script.write_text(
@@ -31,8 +36,8 @@ async def load(bench: Bench, path: str, seconds: float) -> dict[str, Any]:
             'wrk.headers["Content-Type"] = "application/json"\n'
             f'wrk.headers["Authorization"] = "{auth}"\n'
         )
-        argv = [
-            bench.wrk, f"-t{WRK_THREADS}", f"-c{CONCURRENCY}", f"-d{seconds:g}s", "--latency",
+        argv = [  # wrk's -d takes whole seconds only ("2.5s" fails)
+            bench.wrk, f"-t{WRK_THREADS}", f"-c{CONCURRENCY}", f"-d{math.ceil(seconds)}s", "--latency",
             "-s", str(script), url,
         ]  # fmt: skip
         out = await asyncio.to_thread(run_cmd, argv, None, seconds + 60)
