@@ -150,7 +150,8 @@ class DeadLetter(SQLModel, table=True):
         sa.Index("ix_dead_letters_tenant_id", "tenant", "id"),
         sa.Index("ix_dead_letters_alert_status", "alert_status"),
         sa.Index("ix_dead_letters_expire_at", "expire_at"),
-        sa.Index("ix_dead_letters_archived_at", "archived_at"),
+        # Open letters (neither archived nor replayed): the console and the metrics count them.
+        sa.Index("ix_dead_letters_open", "archived_at", "replayed_at"),
         sa.Index("ix_dead_letters_alert_sent_at", "alert_sent_at"),
         sa.Index("ix_dead_letters_created_at", "created_at"),
     )
@@ -226,6 +227,7 @@ class AlertDelivery(SQLModel, table=True):
         sa.UniqueConstraint("letter_id", "sink", name="uq_alert_deliveries_letter_sink"),
         sa.Index("ix_alert_deliveries_sink_due", "sink", "status", "next_attempt_at"),
         sa.Index("ix_alert_deliveries_sink_sent_at", "sink", "sent_at"),
+        sa.Index("ix_alert_deliveries_status_sink", "status", "sink"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

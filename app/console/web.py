@@ -211,6 +211,11 @@ def install(app: FastAPI) -> None:
             request, "error.html", viewer, status_code=exc.status, status=exc.status, message=exc.message
         )
 
+    async def no_such_page(rest: str) -> Response:
+        raise ConsoleProblem(404, "There is no such console page.")
+
+    # Last of the /ui routes (install runs after the routers are included): HTML, not the API's problem+json.
+    app.add_api_route("/ui/{rest:path}", no_such_page, methods=["GET", "POST"], include_in_schema=False)
     app.add_exception_handler(SignInRequired, sign_in_required)
     app.add_exception_handler(ConsoleProblem, console_problem)
     app.add_middleware(SecurityHeaders)

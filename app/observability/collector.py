@@ -97,7 +97,20 @@ class StateCollector(Collector):
         yield jobs
 
 
+class _Rendered:
+    """The text of the last snapshot rendered: a cached scrape reuses it instead of rebuilding every series."""
+
+    snap: StateSnapshot | None = None
+    tenant_label = True
+    body = b""
+
+
 def exposition(snap: StateSnapshot) -> bytes:
+    tenant_label = get_settings().metrics_tenant_label
+    if _Rendered.snap is snap and _Rendered.tenant_label == tenant_label:
+        return _Rendered.body
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StateCollector(snap, get_settings().metrics_tenant_label))
-    return generate_latest(registry)
+    registry.register(StateCollector(snap, tenant_label))
+    body = generate_latest(registry)
+    _Rendered.snap, _Rendered.tenant_label, _Rendered.body = snap, tenant_label, body
+    return body

@@ -70,3 +70,10 @@ def env_db_url() -> str:
     import os
 
     return os.environ["DATABASE_URL"]
+
+
+async def test_an_unknown_console_page_is_a_readable_404(client: httpx.AsyncClient, env: Any) -> None:
+    await sign_in(client, await raw_key())
+    resp = await client.get("/ui/jobs/01J/extra/part")
+    assert resp.status_code == 404
+    assert resp.headers["content-type"].startswith("text/html") and "no such console page" in resp.text
