@@ -98,7 +98,7 @@ class StateCollector(Collector):
 
 
 class _Rendered:
-    """The text of the last snapshot rendered: a cached scrape reuses it instead of rebuilding every series."""
+    """The last snapshot rendered: a cached scrape reuses its text instead of rebuilding every series."""
 
     snap: StateSnapshot | None = None
     tenant_label = True
