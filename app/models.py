@@ -98,6 +98,9 @@ class ReportJob(SQLModel, table=True):
     worker: str | None = Field(default=None, max_length=200)
     heartbeat_at: datetime | None = _ts()
     cancel_requested: bool = Field(default=False, nullable=False)
+    # Set on jobs a schedule made: which schedule, and the nominal fire time the report is "for".
+    schedule_id: str | None = Field(default=None, max_length=26, index=True)
+    scheduled_for: datetime | None = _ts()
     # W3C traceparent of the submit span when tracing is on: attempts, alerts and callbacks join its trace.
     traceparent: str | None = Field(default=None, max_length=55)
     # Set (while `dead`) once an operator resolved its dead letter by hand: it no longer blocks its key.
@@ -261,3 +264,60 @@ class WorkerProcess(SQLModel, table=True):
     last_heartbeat_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
     last_tick_at: datetime | None = _ts()
     metrics_port: int | None = Field(default=None)
+
+
+class Schedule(SQLModel, table=True):
+    """A recurring report: cron (5 or 6 fields) or a fixed interval, in an IANA time zone. `next_fire_at` is the
+    next nominal fire (UTC) the scheduler will act on; NULL when paused past `end_at` or ended."""
+
+    __tablename__ = "schedules"
+    __table_args__ = (
+        sa.UniqueConstraint("tenant", "name", name="uq_schedules_tenant_name"),
+        sa.Index("ix_schedules_due", "paused", "next_fire_at"),
+        sa.Index("ix_schedules_tenant_id", "tenant", "id"),
+    )
+
+    id: str = Field(primary_key=True, max_length=26)
+    tenant: str = Field(max_length=64)
+    name: str = Field(max_length=64)
+    report_type: str = Field(max_length=100)
+    params: dict[str, Any] = Field(default_factory=dict, sa_type=sa.JSON, nullable=False)
+    max_attempts: int | None = Field(default=None)
+    callback_url: str | None = Field(default=None, max_length=2000)
+    ordering_key: str | None = Field(default=None, max_length=200)
+    cron: str | None = Field(default=None, max_length=120)
+    interval_s: float | None = Field(default=None)
+    timezone: str = Field(default="UTC", max_length=64)
+    start_at: datetime | None = _ts()
+    end_at: datetime | None = _ts()
+    missed_runs: str = Field(default="run_once", max_length=16)
+    max_catch_up: int = Field(default=10, nullable=False)
+    overlap: str = Field(default="skip", max_length=16)
+    exclude_dates: list[str] = Field(default_factory=list, sa_type=sa.JSON, nullable=False)
+    paused: bool = Field(default=False, nullable=False)
+    next_fire_at: datetime | None = _ts()
+    last_fire_at: datetime | None = _ts()
+    last_job_id: str | None = Field(default=None, max_length=26)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class ScheduleRun(SQLModel, table=True):
+    """What one fire time of a schedule did: submitted a job, or skipped (missed, overlap, excluded_date).
+
+    The unique key on (schedule_id, fire_time) is what makes a fire happen once, whatever the replicas."""
+
+    __tablename__ = "schedule_runs"
+    __table_args__ = (
+        sa.UniqueConstraint("schedule_id", "fire_time", name="uq_schedule_runs_fire"),
+        sa.Index("ix_schedule_runs_schedule_id", "schedule_id", "id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    schedule_id: str = Field(max_length=26, foreign_key="schedules.id", ondelete="CASCADE")
+    fire_time: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    job_id: str | None = Field(default=None, max_length=26)
+    result: str = Field(max_length=16)  # submitted | skipped
+    reason: str | None = Field(default=None, max_length=16)  # missed | overlap | excluded_date | paused
+    manual: bool = Field(default=False, nullable=False)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

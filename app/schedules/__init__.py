@@ -1,0 +1,1 @@
+"""Recurring report schedules: cron or interval in a time zone, one job per fire time."""
