@@ -267,8 +267,8 @@ class WorkerProcess(SQLModel, table=True):
 
 
 class Schedule(SQLModel, table=True):
-    """A recurring report: cron (5 or 6 fields) or a fixed interval, in an IANA time zone. `next_fire_at` is the
-    next nominal fire (UTC) the scheduler will act on; NULL when paused past `end_at` or ended."""
+    """A recurring report: cron (5 or 6 fields) or a fixed interval, in an IANA time zone. `next_fire_at` is
+    the next nominal fire (UTC) the scheduler will act on; NULL once past `end_at`."""
 
     __tablename__ = "schedules"
     __table_args__ = (

@@ -68,7 +68,8 @@ async def env(
 
     await reset_process_state()
     async with session_scope() as session:
-        for table in ("job_attempts", "dead_letters", "report_jobs", "api_keys", "worker_processes"):
+        tables = ("job_attempts", "dead_letters", "report_jobs", "api_keys", "worker_processes")
+        for table in (*tables, "schedule_runs", "schedules"):
             await session.execute(text(f"DELETE FROM {table}"))
     redis_server.flushall()
 

@@ -1,12 +1,14 @@
 """Scheduler process: `python -m workers.scheduler` (APScheduler, AsyncIOScheduler).
 
 Every SCAN_INTERVAL_S it re-enqueues jobs MySQL says are due but Redis does not hold; each finished tick is
-recorded in its worker-registry row (`last_tick_at`).
+recorded in its worker-registry row (`last_tick_at`). Beside the tick, a fire loop sleeps until the next
+schedule fire (at most FIRE_POLL_S, so new and changed schedules are seen) and fires what is due.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 
@@ -16,10 +18,16 @@ from app.core import metrics, queue, tracing
 from app.core.config import get_settings
 from app.core.db import dispose_engine
 from app.core.logs import setup_logging
+from app.core.times import utcnow
 from app.fleet.service import Presence
 from app.maintenance import service as maintenance
+from app.schedules import firing
+from workers.common import load_registry
 
 log = logging.getLogger("workers.scheduler")
+
+FIRE_POLL_S = 0.5
+FIRE_BACKOFF_MAX_S = 5.0
 
 
 async def tick(presence: Presence | None = None) -> None:
@@ -36,10 +44,32 @@ async def tick(presence: Presence | None = None) -> None:
         await presence.beat(ticked=True)
 
 
+async def fire_loop(stop: asyncio.Event) -> None:
+    """Fire due schedules until `stop`; a failure is logged and retried after a growing pause, never fatal.
+    Every replica runs it: the row lock and the unique fire key keep one job per fire time."""
+    backoff = FIRE_POLL_S
+    while not stop.is_set():
+        try:
+            now = utcnow()
+            await firing.fire_due(now)
+            upcoming = await firing.earliest_fire()
+            # Still due after firing: it failed or lost a race; look again after a poll, not in a busy loop.
+            wait = (
+                FIRE_POLL_S if upcoming is None or upcoming <= now else (upcoming - utcnow()).total_seconds()
+            )
+            delay, backoff = min(FIRE_POLL_S, max(0.0, wait)), FIRE_POLL_S
+        except Exception:
+            log.exception("schedule fire loop failed; retrying", extra={"backoff_s": backoff})
+            delay, backoff = backoff, min(backoff * 2, FIRE_BACKOFF_MAX_S)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+
+
 async def main() -> None:
     setup_logging("scheduler")
     tracing.setup_tracing("report-orchestrator-scheduler")
     settings = get_settings()
+    load_registry()  # schedule fires take their report type's attempt and timeout defaults
     metrics.serve(settings.metrics_port)
     presence = Presence("scheduler", concurrency=0, metrics_port=settings.metrics_port or None)
     presence.start()
@@ -54,8 +84,10 @@ async def main() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info("scheduler started", extra={"scan_interval_s": settings.scan_interval_s})
+    fires = asyncio.create_task(fire_loop(stop))
     await tick(presence)
     await stop.wait()
+    await fires
     scheduler.shutdown(wait=False)
     await presence.stop()
     await queue.close_pool()

@@ -28,6 +28,7 @@ from app.fleet import routes as fleet_routes
 from app.jobs import routes as jobs_routes
 from app.reports import routes as reports_routes
 from app.reports.registry import registry
+from app.schedules import routes as schedules_routes
 
 DESCRIPTION = """Submit report jobs, poll them, download their files.
 
@@ -69,6 +70,7 @@ def create_app() -> FastAPI:
         jobs_routes.router,
         attempts_routes.router,
         dead_letters_routes.router,
+        schedules_routes.router,
         reports_routes.router,
         fleet_routes.router,
         console_routes.router,

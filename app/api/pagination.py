@@ -50,6 +50,23 @@ def decode_cursor(cursor: str | None) -> str | None:
     return raw
 
 
+def decode_number_cursor(cursor: str | None) -> int | None:
+    """The cursor of a listing keyed by an autoincrement id (a schedule's runs)."""
+    if cursor is None:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raw = ""
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 19:
+        raise ValidationFailed(
+            "Bad cursor.",
+            [{"loc": ["cursor"], "msg": "not a cursor from this API", "type": "cursor"}],
+            "query",
+        )
+    return int(raw)
+
+
 def next_cursor(ids: list[str], limit: int) -> str | None:
     """Given the ids of `limit + 1` rows fetched, the cursor of the next page (None on the last)."""
     return encode_cursor(ids[limit - 1]) if len(ids) > limit else None

@@ -122,6 +122,8 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
         replay=key.replay,
         attempts_total=job.attempts_total,
         output_root=settings.output_dir,
+        schedule_id=job.schedule_id,
+        scheduled_for=job.scheduled_for,
     )
     rtype = registry.get(job.report_type)
     outcome: AttemptOutcome | None = None

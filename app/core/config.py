@@ -29,6 +29,8 @@ class Settings(BaseSettings):
     job_timeout_s: float = Field(300.0, gt=0)
     stuck_after_s: float = Field(360.0, gt=0)
     scan_interval_s: float = Field(60.0, gt=0)
+    # A schedule's latest fire that is at most this late still runs as on time; older ones are "missed".
+    schedule_misfire_grace_s: float = Field(60.0, ge=0)
     dead_letter_ttl_s: float = Field(604800.0, gt=0)
     dead_letter_retention_s: float = Field(90 * 86400.0, gt=0)
     job_retention_s: float = Field(259200.0, gt=0)

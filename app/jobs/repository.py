@@ -33,6 +33,7 @@ class JobFilter:
     created_before: datetime | None = None
     ordering_key: str | None = None
     id_prefix: str | None = None  # leading characters of a (ULID) id: a range of the primary key
+    schedule_id: str | None = None
 
 
 class JobRepository(Repository):
@@ -66,6 +67,8 @@ class JobRepository(Repository):
             conds.append(job.created_at < flt.created_before)
         if flt.ordering_key:
             conds.append(job.ordering_key == flt.ordering_key)
+        if flt.schedule_id:
+            conds.append(job.schedule_id == flt.schedule_id)
         if flt.id_prefix:
             conds.append(job.id.startswith(flt.id_prefix, autoescape=True))
         if before_id:

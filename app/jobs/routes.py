@@ -74,6 +74,7 @@ async def list_jobs(
     report_type: Annotated[str | None, Query(max_length=100)] = None,
     created_after: Annotated[IsoDateTime | None, Query()] = None,
     created_before: Annotated[IsoDateTime | None, Query()] = None,
+    schedule_id: Annotated[str | None, Query(max_length=26, description="Jobs this schedule made")] = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response:
@@ -83,6 +84,7 @@ async def list_jobs(
         report_type=report_type,
         created_after=created_after,
         created_before=created_before,
+        schedule_id=schedule_id,
     )
     jobs = await service.list_jobs(flt, decode_cursor(cursor), limit + 1)
     page = JobPage(

@@ -72,6 +72,10 @@ class JobPublic(BaseModel):
     replay_count: int
     callback_url: str | None
     callback: CallbackState | None
+    schedule_id: str | None = Field(description="The schedule that made this job, if one did")
+    scheduled_for: Stamp | None = Field(
+        description="For a schedule's job: its nominal fire time (UTC), whenever the job actually runs"
+    )
     trace_id: str | None = Field(
         description="The job's OpenTelemetry trace id (32 hex digits): its submit, every attempt, its alert, "
         "callback and replays are in that trace. Null when tracing was off at submit.",
@@ -114,6 +118,8 @@ class JobPublic(BaseModel):
             )
             if job.callback_url
             else None,
+            schedule_id=job.schedule_id,
+            scheduled_for=job.scheduled_for,
             trace_id=trace_id_of(job.traceparent),
             created_at=job.created_at,
             started_at=job.started_at,

@@ -29,12 +29,12 @@ from app.core.errors import (
     RateLimited,
     ValidationFailed,
 )
-from app.core.ids import new_id
 from app.core.states import REPLAYABLE, TERMINAL, AttemptKey, JobStatus
 from app.core.storage import resolve_output
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
+from app.jobs.building import JobSpec, build_job
 from app.jobs.effects import NO_EFFECTS, stage_terminal_effects, wake_next_in_order
 from app.jobs.repository import JobFilter, JobRepository
 from app.jobs.step_repository import StepRepository
@@ -113,25 +113,22 @@ async def _submit(tenant: str, req: SubmitRequest, idempotency_key: str | None) 
                 f"Tenant {tenant!r} may submit {settings.submit_rate_limit_per_minute} jobs a minute.",
                 retry_after_s,
             )
-    scheduled = req.run_at is not None and req.run_at > now
-    job = ReportJob(
-        id=new_id(),
-        tenant=tenant,
-        report_type=rtype.name,
-        params=params,
-        status=JobStatus.SCHEDULED if scheduled else JobStatus.PENDING,
-        max_attempts=req.max_attempts or rtype.max_attempts or settings.default_max_attempts,
-        timeout_s=rtype.timeout_s or settings.job_timeout_s,
-        run_at=req.run_at,
-        ordering_key=req.ordering_key,
-        on_predecessor_dead=req.on_predecessor_dead,
-        callback_url=req.callback_url,
-        idempotency_key=idempotency_key,
-        request_hash=fingerprint if idempotency_key else None,
-        traceparent=tracing.current_traceparent(),
-        created_at=now,
-        updated_at=now,
+    job = build_job(
+        JobSpec(
+            tenant=tenant,
+            report_type=rtype.name,
+            params=params,
+            max_attempts=req.max_attempts,
+            ordering_key=req.ordering_key,
+            callback_url=req.callback_url,
+            run_at=req.run_at,
+            on_predecessor_dead=req.on_predecessor_dead,
+            idempotency_key=idempotency_key,
+            request_hash=fingerprint if idempotency_key else None,
+        ),
+        now,
     )
+    scheduled = job.status == JobStatus.SCHEDULED
     try:
         async with session_scope() as session:
             await JobRepository(session).add_job(job)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,6 +46,8 @@ class ReportContext:
         replay: int,
         attempts_total: int,
         output_root: Path,
+        schedule_id: str | None = None,
+        scheduled_for: datetime | None = None,
     ) -> None:
         self.job_id = job_id
         self.tenant = tenant
@@ -52,6 +55,9 @@ class ReportContext:
         self.replay = replay
         self.attempts_total = attempts_total
         self.output_root = output_root
+        # Set on a job a schedule made: compute "yesterday" from the nominal fire time (aware UTC), not now.
+        self.schedule_id = schedule_id
+        self.scheduled_for = scheduled_for
         self.progress: float | None = None
         self.output_info: OutputInfo | None = None
         self.step_name: str | None = None  # set while a multi-step report runs a step

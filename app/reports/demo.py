@@ -52,7 +52,8 @@ async def demo_csv(ctx: ReportContext, params: CsvParams) -> None:
 
 
 async def demo_sleep(ctx: ReportContext, params: SleepParams) -> None:
-    """Sleeps `seconds`, heartbeating, then writes a one-line text file."""
+    """Sleeps `seconds`, heartbeating, then writes a one-line text file (plus `scheduled_for` for a
+    schedule's job)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + params.seconds
     while (left := deadline - loop.time()) > 0:
@@ -60,6 +61,8 @@ async def demo_sleep(ctx: ReportContext, params: SleepParams) -> None:
         ctx.set_progress(1 - max(0.0, deadline - loop.time()) / params.seconds)
     with ctx.output("sleep.txt", "text/plain") as fh:
         fh.write(f"slept {params.seconds} s\n")
+        if ctx.scheduled_for is not None:
+            fh.write(f"scheduled_for {ctx.scheduled_for.isoformat()}\n")
 
 
 async def demo_flaky(ctx: ReportContext, params: FlakyParams) -> None:

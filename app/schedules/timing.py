@@ -60,7 +60,7 @@ def _day_of_week(field: str) -> str:
 @dataclass(frozen=True)
 class Clock:
     """A schedule's trigger in its zone. `once_per_wall_time`: a cron naming its hours fires once when the
-    clocks go back and that wall time happens twice (as cron does); one with a `*` hour fires every real hour."""
+    clocks go back and that wall time happens twice (as cron does); a `*` hour fires every real hour."""
 
     trigger: BaseTrigger
     tz: ZoneInfo

@@ -44,7 +44,15 @@ E2E_ENV: dict[str, str] = {
     "PYTHONUNBUFFERED": "1",
     "NO_PROXY": "127.0.0.1,localhost",
 }
-TABLES = ("job_attempts", "dead_letters", "report_jobs", "api_keys", "worker_processes")
+TABLES = (
+    "job_attempts",
+    "dead_letters",
+    "report_jobs",
+    "api_keys",
+    "worker_processes",
+    "schedule_runs",
+    "schedules",
+)
 MAIN_HEALTH_KEY = "arq:queue:health-check"
 DEAD_LETTER_HEALTH_KEY = "arq:dead-letters:health-check"
 READY_TIMEOUT_S = 30.0

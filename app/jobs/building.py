@@ -1,0 +1,64 @@
+"""How a new job row is made, shared by submit (API, reportctl) and schedule fires: the type's defaults for
+attempts and timeout, the initial status from `run_at`, and the traceparent of the current span.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.core import tracing
+from app.core.config import get_settings
+from app.core.ids import new_id
+from app.core.states import JobStatus
+from app.models import ReportJob
+from app.reports.registry import registry
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What the caller decides about a new job; everything else comes from its type and the settings."""
+
+    tenant: str
+    report_type: str
+    params: dict[str, Any]
+    max_attempts: int | None = None
+    ordering_key: str | None = None
+    callback_url: str | None = None
+    run_at: datetime | None = None
+    on_predecessor_dead: str = "wait"
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    schedule_id: str | None = None
+    scheduled_for: datetime | None = None
+
+
+def build_job(spec: JobSpec, now: datetime) -> ReportJob:
+    """A new job row (not yet inserted): `scheduled` when `run_at` is in the future, else `pending`.
+    A report type this process has not registered gets the settings' defaults."""
+    settings = get_settings()
+    rtype = registry.get(spec.report_type)
+    scheduled = spec.run_at is not None and spec.run_at > now
+    return ReportJob(
+        id=new_id(),
+        tenant=spec.tenant,
+        report_type=spec.report_type,
+        params=spec.params,
+        status=JobStatus.SCHEDULED if scheduled else JobStatus.PENDING,
+        max_attempts=spec.max_attempts
+        or (rtype.max_attempts if rtype else None)
+        or settings.default_max_attempts,
+        timeout_s=(rtype.timeout_s if rtype else None) or settings.job_timeout_s,
+        run_at=spec.run_at,
+        ordering_key=spec.ordering_key,
+        on_predecessor_dead=spec.on_predecessor_dead,
+        callback_url=spec.callback_url,
+        idempotency_key=spec.idempotency_key,
+        request_hash=spec.request_hash,
+        schedule_id=spec.schedule_id,
+        scheduled_for=spec.scheduled_for,
+        traceparent=tracing.current_traceparent(),
+        created_at=now,
+        updated_at=now,
+    )
