@@ -72,9 +72,23 @@ def _excluded(row: Schedule, fire: datetime) -> bool:
     return timing.local(fire, row.timezone).date().isoformat() in set(row.exclude_dates or ())
 
 
-def decide(row: Schedule, fires: list[datetime], now: datetime, previous_busy: bool) -> list[_Decision]:
-    """What each fire (oldest first) does: the missed-runs policy, then exclude_dates and overlap."""
+def misfire_grace(period: timedelta | None) -> timedelta:
+    """How late a fire may be and still count as on time: SCHEDULE_MISFIRE_GRACE_S, but never half a period
+    or more (a scheduler down across fires of a 2 s cron missed them all, the latest included)."""
     grace = timedelta(seconds=get_settings().schedule_misfire_grace_s)
+    return min(grace, period / 2) if period is not None else grace
+
+
+def decide(
+    row: Schedule,
+    fires: list[datetime],
+    now: datetime,
+    previous_busy: bool,
+    period: timedelta | None = None,
+) -> list[_Decision]:
+    """What each fire (oldest first) does: the missed-runs policy, then exclude_dates and overlap. `period`:
+    the time from the latest fire to the one after it (it bounds the misfire grace)."""
+    grace = misfire_grace(period)
     candidates = [f for f in fires if not _excluded(row, f)]
     current = candidates[-1] if candidates and now - candidates[-1] <= grace else None
     missed = [f for f in candidates if f is not current]
@@ -125,7 +139,8 @@ async def _fire_one(schedule_id: str, now: datetime) -> list[ReportJob]:
         clock = timing.clock_for(row.cron, row.interval_s, row.timezone, row.start_at or row.created_at)
         last = min(now, row.end_at) if row.end_at is not None else now
         fires = timing.fires_between(clock, row.next_fire_at, last, MAX_FIRES)
-        decisions = decide(row, fires, now, await _previous_busy(jobs, row))
+        period = timing.next_after(clock, fires[-1]) - fires[-1] if fires else None
+        decisions = decide(row, fires, now, await _previous_busy(jobs, row), period)
         records = []
         for decision in decisions:
             job_id = None

@@ -51,3 +51,13 @@ def test_skip_and_queue_schedules_share_a_private_ordering_key_allow_keeps_only_
     assert ordering_key_of(_row(overlap="skip")) == f"schedule:{'S' * 26}"
     assert ordering_key_of(_row(overlap="queue", ordering_key="mine")) == "mine"
     assert ordering_key_of(_row(overlap="allow")) is None
+
+
+def test_a_fire_half_a_period_late_is_missed_whatever_the_grace() -> None:
+    two_s = timedelta(seconds=2)
+    fires = [BASE + n * two_s for n in range(3)]
+    row = _row(missed_runs="skip")
+    late = [d.reason for d in decide(row, fires, fires[-1] + timedelta(seconds=1.5), False, two_s)]
+    assert late == ["missed"] * 3
+    on_time = [d.reason for d in decide(row, fires, fires[-1] + timedelta(seconds=0.4), False, two_s)]
+    assert on_time == ["missed", "missed", None]
