@@ -16,6 +16,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 # Standard cron numbers Sunday 0 (or 7) … Saturday 6, APScheduler Monday 0; names mean the same to both.
 DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _DOW_PART = re.compile(r"^(\*|\d+)(?:-(\d+))?(?:/(\d+))?$")
+_DOW_NAMES = re.compile(r"^(sun|mon|tue|wed|thu|fri|sat)(-(sun|mon|tue|wed|thu|fri|sat))?$")
 # How far ahead a cron must fire at least once (a "Feb 30" never does).
 NEVER_AFTER = timedelta(days=366 * 8)
 
@@ -42,7 +43,10 @@ def _day_of_week(field: str) -> str:
     parts = []
     for part in field.lower().split(","):
         match = _DOW_PART.match(part)
-        if match is None:  # names (mon-fri) and anything else go to APScheduler as written
+        if match is None:
+            if not _DOW_NAMES.match(part):  # not standard cron (e.g. Quartz's mon#2): refused, not guessed
+                message = f"day of week {part!r} is not a number 0-7 or a name such as mon-fri"
+                raise BadSchedule("cron", message)
             parts.append(part)
             continue
         start, end, step = match.groups()

@@ -89,6 +89,7 @@ def test_fires_between_keeps_the_newest_up_to_the_limit() -> None:
         ("61 * * * *", None, "UTC", "cron", "invalid cron"),
         ("* * *", None, "UTC", "cron", "5 fields"),
         ("0 9 * * 8", None, "UTC", "cron", "out of 0-7"),
+        ("0 0 * * mon#9", None, "UTC", "cron", "not a number 0-7"),
         ("* * * * *", None, "Mars/Olympus_Mons", "timezone", "unknown time zone"),
         (None, 0.5, "UTC", "interval_s", "at least 1"),
         ("* * * * *", 60, "UTC", "cron", "exactly one"),
