@@ -18,6 +18,7 @@ from app.api.responses import FastJSONResponse
 from app.attempts import routes as attempts_routes
 from app.console import job_routes as console_job_routes
 from app.console import routes as console_routes
+from app.console import schedule_routes as console_schedule_routes
 from app.console import web as console_web
 from app.core import queue
 from app.core.config import get_settings
@@ -75,6 +76,7 @@ def create_app() -> FastAPI:
         fleet_routes.router,
         console_routes.router,
         console_job_routes.router,
+        console_schedule_routes.router,
         health.router,
     ):
         app.include_router(router)
