@@ -31,6 +31,7 @@ BATCH = 100
 # At most this many fires of one schedule are looked at in one catch-up (the newest): a schedule every second
 # that was down for a day records its last MAX_FIRES fires, not 86,400.
 MAX_FIRES = 1000
+MIN_GRACE = timedelta(seconds=1)
 
 
 class _Moved(Exception):
@@ -76,7 +77,8 @@ def misfire_grace(period: timedelta | None) -> timedelta:
     """How late a fire may be and still count as on time: SCHEDULE_MISFIRE_GRACE_S, but never half a period
     or more (a scheduler down across fires of a 2 s cron missed them all, the latest included)."""
     grace = timedelta(seconds=get_settings().schedule_misfire_grace_s)
-    return min(grace, period / 2) if period is not None else grace
+    # At least a second, whatever the period: the fire loop wakes every 0.5 s and a busy database adds to it.
+    return min(grace, max(period / 2, MIN_GRACE)) if period is not None else grace
 
 
 def decide(
