@@ -88,6 +88,8 @@ async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip | B
                 if job.blocked_by != blocker:
                     await jobs.set_blocked_by(job.id, blocker)
                 return Blocked(blocker)
+            # Stamped after the predecessor was seen finished: its finished_at comes before this started_at.
+            now = utcnow()
         waiting_since = eligible_since(job)
         if await attempts.start(job, now, worker) != 1:
             return Skip("another delivery started this job")
