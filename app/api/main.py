@@ -17,6 +17,7 @@ from app.api.middleware import AuthMiddleware, BodyLimitMiddleware
 from app.api.responses import FastJSONResponse
 from app.attempts import routes as attempts_routes
 from app.console import job_routes as console_job_routes
+from app.console import letter_routes as console_letter_routes
 from app.console import routes as console_routes
 from app.console import schedule_routes as console_schedule_routes
 from app.console import web as console_web
@@ -76,6 +77,7 @@ def create_app() -> FastAPI:
         fleet_routes.router,
         console_routes.router,
         console_job_routes.router,
+        console_letter_routes.router,
         console_schedule_routes.router,
         health.router,
     ):

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from typing import Annotated
 
 from fastapi import Path, Query
 
 from app.core.errors import NotFound, ValidationFailed
+from app.core.ids import ULID_RE
 
 MAX_LIMIT = 200
 DEFAULT_LIMIT = 50
-ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
 
 JobId = Annotated[str, Path(description="Job id (ULID)")]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT)]

@@ -5,7 +5,6 @@ bulk actions (same rules, same refusals).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -16,6 +15,7 @@ from app.auth.service import Principal, authenticate, principal_by_id
 from app.console.repository import AlertRow, ConsoleRepository, RunningJob, SinkHealth
 from app.core.db import session_scope
 from app.core.errors import NotFound, OrchestratorError
+from app.core.ids import ULID_RE
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import LetterFilter
@@ -28,8 +28,6 @@ from app.observability.service import snapshot
 
 THROUGHPUT_MINUTES = 60
 RUNNING_SHOWN = 50
-# A ULID, as `app.api.pagination.ULID_RE` checks job ids (the console sits below the API layer).
-ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
 BULK_PAGE = 500
 
 
