@@ -20,6 +20,7 @@ from types import FrameType
 import httpx
 
 from workers import children
+from workers.dev_console import Console
 from workers.local_servers.base import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +42,6 @@ READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 REDIS_STOP_TIMEOUT_S = 5.0
 REDIS_START_TIMEOUT_S = 30.0
-COLORS = {"api": 36, "worker": 32, "dead-letter": 35, "scheduler": 33, "redis": 31, "migrate": 34, "keys": 34}
 
 
 def _mask_password(url: str) -> str:
@@ -56,35 +56,6 @@ def _dotenv_values() -> dict[str, str]:
     from dotenv import dotenv_values  # a dependency of pydantic-settings
 
     return {k: v for k, v in dotenv_values(path).items() if v is not None}
-
-
-class Console:
-    """Serialises output lines from the launcher and its children, each prefixed with its source."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-
-    def _write(self, text: str) -> None:
-        with self._lock:
-            try:
-                sys.stdout.write(text)
-                sys.stdout.flush()
-            except (OSError, ValueError):
-                pass  # keep draining the children's pipes even if our stdout is gone
-
-    def line(self, name: str, text: str) -> None:
-        prefix = f"{name:<11}| "
-        if self._color:
-            prefix = f"\033[{COLORS.get(name, 1)}m{prefix}\033[0m"
-        self._write(f"{prefix}{text}\n")
-
-    def lines(self, name: str, text: str) -> None:
-        for line in text.splitlines():
-            self.line(name, line)
-
-    def block(self, text: str) -> None:
-        self._write(text)
 
 
 @dataclass
