@@ -1,6 +1,7 @@
 """Database engine and sessions: one engine per process, SQLite tuned for several processes.
 
-`session_scope()` commits on success and rolls back on error; `is_db_outage()` tells an outage from a bug.
+`session_scope()` commits on success and rolls back on error; `is_db_outage()` tells an outage from a bug, and
+`outage_retrying()` rides out the former for a bounded time.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from app.core import tracing
 from app.core.config import Settings, get_settings
@@ -116,3 +118,19 @@ def is_db_outage(exc: BaseException) -> bool:
             return args[0] in OUTAGE_CODES
         return isinstance(exc, OperationalError)  # SQLite "database is locked" and drivers without codes
     return False
+
+
+def outage_retrying(for_s: float, max_wait_s: float = 5.0) -> AsyncRetrying:
+    """Retries a block while the database is unreachable (0.1, 0.2, 0.4 … `max_wait_s` s apart), for about
+    `for_s` seconds plus the last try; then, or at once for a SQL or schema bug, the error is raised.
+
+    For writes that record something already done outside (an outcome, a sent alert, a delivered callback):
+    `async for attempt in outage_retrying(30): with attempt: ...`. Make the block safe to run twice: a commit
+    whose answer was lost may have landed.
+    """
+    return AsyncRetrying(
+        retry=retry_if_exception(is_db_outage),
+        wait=wait_exponential(multiplier=0.1, max=max_wait_s),
+        stop=stop_after_delay(for_s),
+        reraise=True,
+    )

@@ -4,6 +4,8 @@ Alerts are driven from MySQL: each configured sink (DingTalk, Feishu, webhook, o
 `alert_deliveries` row per pending letter with its own retries, backoff and per-window budget. A letter
 stays `pending` until every configured sink accepted a message naming its job: a failing sink, a flushed
 Redis or a dead consumer delays an alert but never loses it, and a sink that accepted is not sent it again.
+A send is recorded after the sink accepted it (never lose an alert), riding out a database outage of up
+to RECORD_SENT_FOR_S; after a longer one the alert is sent again once MySQL is back (at least once).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.core import metrics, queue, tracing
 from app.core.config import Settings, get_settings
-from app.core.db import session_scope
+from app.core.db import is_db_outage, outage_retrying, session_scope
 from app.core.ids import new_id
 from app.core.states import AlertStatus
 from app.core.times import utcnow
@@ -34,6 +36,9 @@ from app.models import AlertDelivery, DeadLetter
 log = logging.getLogger(__name__)
 
 DISPATCH_BATCH = 1000
+# How long recording what a sink answered rides out a database outage. Within the dispatch lock's TTL, so no
+# other consumer sends a pending alert while its acceptance waits to be written.
+RECORD_SENT_FOR_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,8 @@ def sink_keys(sinks: Sequence[AlertSink]) -> list[str]:
 async def dispatch_alerts(sinks: Sequence[AlertSink] | None = None) -> AlertOutcome:
     """Send every due pending alert to every sink within its budget; one dispatcher at a time."""
     settings = get_settings()
-    lock = await queue.try_lock("alerts-dispatch", ttl_s=settings.alert_timeout_s * 4 + 30)
+    lock_s = settings.alert_timeout_s * 4 + 30 + RECORD_SENT_FOR_S
+    lock = await queue.try_lock("alerts-dispatch", ttl_s=lock_s)
     if lock is None:
         return AlertOutcome("another dispatcher is sending", retry_in_s=1.0)
     try:
@@ -161,10 +167,11 @@ async def _dispatch_sink(key: str, sink: AlertSink, now: datetime, settings: Set
         except Exception as exc:  # AlertDeliveryError, or a broken sink: either way only this sink waits
             error = str(exc) or type(exc).__name__
             backoff_s = settings.alert_backoff.delay_s(max(attempts[i] for i in ids) + 1)
-            async with session_scope() as session:
-                await AlertRepository(session).mark_failed(
-                    key, ids, utcnow() + timedelta(seconds=backoff_s), error
-                )
+            next_at = utcnow() + timedelta(seconds=backoff_s)
+            async for attempt in outage_retrying(RECORD_SENT_FOR_S):
+                with attempt:
+                    async with session_scope() as session:
+                        await AlertRepository(session).mark_failed(key, ids, next_at, error)
             log.warning(
                 "alert delivery failed; will retry",
                 extra={"sink": key, "error": error, "retry_in_s": backoff_s, "jobs": len(ids)},
@@ -172,14 +179,33 @@ async def _dispatch_sink(key: str, sink: AlertSink, now: datetime, settings: Set
             metrics.count_alert(key, "error", len(ids))
             touched += ids
             return _SinkOutcome(f"sent {sent}; delivery failed: {error}", backoff_s, touched)
-        async with session_scope() as session:
-            await AlertRepository(session).mark_sent(key, ids, new_id(), utcnow())
+        await _record_sent(key, ids, message.job_ids)
         metrics.count_alert(key, "sent", len(ids))
         touched += ids
         sent += 1
     if len(messages) > room:
         return _SinkOutcome(f"sent {sent}; rate limited", window_s / max(1, room), touched)
     return _SinkOutcome(f"sent {sent} message(s) naming {len(letters)} dead letter(s)", None, touched)
+
+
+async def _record_sent(key: str, letter_ids: list[str], job_ids: Sequence[str]) -> None:
+    """Record that `key` accepted the message naming `letter_ids`, riding out a short database outage: an
+    unrecorded acceptance is sent again. Safe to repeat: only pending deliveries are marked."""
+    message_id, sent_at = new_id(), utcnow()
+    try:
+        async for attempt in outage_retrying(RECORD_SENT_FOR_S):
+            with attempt:
+                async with session_scope() as session:
+                    await AlertRepository(session).mark_sent(key, letter_ids, message_id, sent_at)
+    except Exception as exc:
+        if is_db_outage(exc):
+            log.error(
+                "alert accepted by the sink but not recorded: MySQL unreachable for over %g s; "
+                "it will be sent again once MySQL is back",
+                RECORD_SENT_FOR_S,
+                extra={"sink": key, "jobs": list(job_ids), "error": type(exc).__name__},
+            )
+        raise
 
 
 def _alert_span(
@@ -198,7 +224,14 @@ def _alert_span(
 
 async def _settle(keys: list[str], letter_ids: list[str]) -> None:
     """Mirror the deliveries onto the letters: `sent` (with the last acceptance's time and message) once
-    every configured sink accepted; otherwise attempts, the earliest next try and the last errors."""
+    every configured sink accepted; otherwise attempts, the earliest next try and the last errors. Rides out
+    a short outage; if it does not, the next dispatch's `_prepare` settles what every sink accepted."""
+    async for attempt in outage_retrying(RECORD_SENT_FOR_S):
+        with attempt:
+            await _settle_once(keys, letter_ids)
+
+
+async def _settle_once(keys: list[str], letter_ids: list[str]) -> None:
     async with session_scope() as session:
         repo = AlertRepository(session)
         by_letter: dict[str, list[AlertDelivery]] = {}

@@ -1,12 +1,14 @@
 """The scaffold the fake peers share: a threaded HTTP server on 127.0.0.1 that hands each POST to `respond()`.
 
-A subclass decides the answer; status 0 means "hang" (no answer until stop() or `hang_s`).
+A subclass decides the answer; status 0 means "hang" (no answer until stop() or `hang_s`). A hook given to
+`before_next_answer()` runs once, in the server's thread, after the request was handled and before the answer.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
@@ -15,6 +17,7 @@ class FakeServer:
     url_path = "/"
     hang_s: float = 30.0
     script: list[str]  # behaviours for the next requests; "ok" once it is empty
+    _hooks: list[Callable[[], None]]
 
     def respond(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any] | None]:
         raise NotImplementedError
@@ -23,6 +26,7 @@ class FakeServer:
         fake = self
         self._lock = threading.Lock()
         self._release = threading.Event()
+        self._hooks = []
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
@@ -32,6 +36,7 @@ class FakeServer:
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 status, answer = fake.respond(self.path, headers, raw)
+                fake._run_hook()
                 if status == 0:
                     fake._release.wait(fake.hang_s)
                     return  # hung: the client gave up
@@ -47,6 +52,18 @@ class FakeServer:
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
+
+    def before_next_answer(self, hook: Callable[[], None]) -> None:
+        """Run `hook` once, after the next request is handled and before it is answered (e.g. take the
+        database down between a peer's acceptance and our record of it)."""
+        with self._lock:
+            self._hooks.append(hook)
+
+    def _run_hook(self) -> None:
+        with self._lock:
+            hook = self._hooks.pop(0) if self._hooks else None
+        if hook is not None:
+            hook()
 
     def next_behaviour(self) -> str:
         with self._lock:
