@@ -6,6 +6,7 @@ The one place that maps exceptions to HTTP statuses; `problem_responses()` docum
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -35,15 +36,14 @@ _STATUS: list[tuple[type[OrchestratorError], int]] = [
 ]
 
 
-def problem(
+def problem_body(
     status: int,
     detail: str,
     title: str | None = None,
     errors: list[dict[str, Any]] | None = None,
-    headers: dict[str, str] | None = None,
     extra: dict[str, Any] | None = None,
-) -> JSONResponse:
-    """The one problem+json builder; `extra` adds members of the problem type (readiness `checks`)."""
+) -> dict[str, Any]:
+    """The problem+json document (RFC 9457); `extra` adds members of the problem type (readiness `checks`)."""
     phrase = HTTPStatus(status).phrase
     body: dict[str, Any] = {
         "type": f"/problems/{phrase.lower().replace(' ', '-').replace('/', '-')}",
@@ -54,6 +54,19 @@ def problem(
     if errors is not None:
         body["errors"] = errors
     body.update(extra or {})
+    return body
+
+
+def problem(
+    status: int,
+    detail: str,
+    title: str | None = None,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> JSONResponse:
+    """The one problem+json response builder."""
+    body = problem_body(status, detail, title, errors, extra)
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
@@ -61,15 +74,20 @@ def _clean_loc(loc: Any) -> list[str | int]:
     return [p if isinstance(p, int) else str(p) for p in loc]
 
 
-async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = [
+def field_errors(raw: Sequence[Any]) -> list[dict[str, Any]]:
+    """Pydantic's (or FastAPI's) validation errors as the `errors` of a 422: `loc`, `msg`, `type`."""
+    return [
         {
             "loc": _clean_loc(e.get("loc", [])),
             "msg": str(e.get("msg", "invalid")),
             "type": str(e.get("type", "value_error")),
         }
-        for e in exc.errors()
+        for e in raw
     ]
+
+
+async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = field_errors(exc.errors())
     if not errors:
         errors = [{"loc": ["body"], "msg": "invalid request", "type": "value_error"}]
     return problem(422, "The request is invalid; see `errors`.", errors=errors)
@@ -106,18 +124,27 @@ def _allowed_methods(request: Request) -> set[str]:
     return methods
 
 
+def domain_problem(exc: OrchestratorError, loc_prefix: Sequence[str | int] = ()) -> dict[str, Any]:
+    """The problem document of a domain error (a batch item's answer; `_domain` sends it as a response).
+    `loc_prefix` goes before the request part in each field error's `loc` (a batch item's index)."""
+    status = status_of(exc)
+    if status == 500:
+        return problem_body(500, exc.detail)
+    errors = None
+    if isinstance(exc, ValidationFailed):
+        errors = [{**e, "loc": [exc.part, *loc_prefix, *e["loc"]]} for e in exc.errors]
+    return problem_body(status, exc.detail, title=exc.title, errors=errors)
+
+
+def status_of(exc: OrchestratorError) -> int:
+    return next((status for cls, status in _STATUS if isinstance(exc, cls)), 500)
+
+
 async def _domain(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, OrchestratorError)
-    for cls, status in _STATUS:
-        if isinstance(exc, cls):
-            errors = (
-                [{**e, "loc": [exc.part, *e["loc"]]} for e in exc.errors]
-                if isinstance(exc, ValidationFailed)
-                else None
-            )
-            headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, RateLimited) else None
-            return problem(status, exc.detail, title=exc.title, errors=errors, headers=headers)
-    return problem(500, exc.detail)
+    body = domain_problem(exc)
+    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, RateLimited) else None
+    return JSONResponse(body, status_code=body["status"], media_type=PROBLEM_JSON, headers=headers)
 
 
 async def _db_down(request: Request, exc: Exception) -> JSONResponse:

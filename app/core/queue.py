@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -40,6 +41,7 @@ class _Connection:
 
     pool: ArqRedis
     enqueue_script: AsyncScript
+    enqueue_many_script: AsyncScript
 
 
 _connection: _Connection | None = None
@@ -93,7 +95,9 @@ async def get_pool() -> ArqRedis:
 def set_pool(pool: ArqRedis) -> None:
     """Use `pool` for this process's enqueues (a worker shares arq's own pool)."""
     global _connection
-    _connection = _Connection(pool, pool.register_script(_ENQUEUE_LUA))
+    _connection = _Connection(
+        pool, pool.register_script(_ENQUEUE_LUA), pool.register_script(_ENQUEUE_MANY_LUA)
+    )
 
 
 def clear_pool() -> None:
@@ -162,6 +166,62 @@ async def enqueue_run(
             "enqueue failed; the scheduler will re-enqueue", extra={"job_id": job_id, "error": repr(exc)}
         )
         return False
+
+
+@dataclass(frozen=True)
+class RunMessage:
+    """One report job to put on the main queue (what `enqueue_run` takes, for a batch)."""
+
+    job_id: str
+    replay_count: int
+    defer_until: datetime | None = None
+    traceparent: str | None = None
+
+
+# The batch form of _ENQUEUE_LUA: the same dedup and writes per job, then one wake-up if anything was queued.
+# KEYS: the queue, then each job's job key and result key; ARGV: the wake channel, then per job its expiry
+# (ms), message, score and arq id.
+_ENQUEUE_MANY_LUA = """
+local queued = 0
+for i = 0, (#KEYS - 1) / 2 - 1 do
+  local job_key, result_key, arg = KEYS[2 + 2 * i], KEYS[3 + 2 * i], 2 + 4 * i
+  if redis.call('exists', job_key, result_key) == 0 then
+    redis.call('psetex', job_key, ARGV[arg], ARGV[arg + 1])
+    redis.call('zadd', KEYS[1], ARGV[arg + 2], ARGV[arg + 3])
+    queued = queued + 1
+  end
+end
+if queued > 0 then redis.call('publish', ARGV[1], '1') end
+return queued
+"""
+
+
+async def enqueue_runs(messages: Sequence[RunMessage]) -> int:
+    """`enqueue_run` for many jobs in one round trip (one script call) and at most one wake-up; returns how
+    many new messages were queued. Never raises: on failure the jobs stay committed and the scheduler's
+    reconciliation enqueues them."""
+    if not messages:
+        return 0
+    try:
+        connection = await _connect()
+        now_ms = int(time.time() * 1000)
+        keys: list[str] = [get_settings().queue_name]
+        args: list[str | int | bytes] = [WAKE_CHANNEL]
+        for message in messages:
+            arq_id = arq_job_id(message.job_id, message.replay_count)
+            defer_until = message.defer_until
+            score = int(defer_until.timestamp() * 1000) if defer_until is not None else now_ms
+            kwargs = {"traceparent": message.traceparent} if message.traceparent else {}
+            payload = serialize_job(RUN_REPORT, (message.job_id,), kwargs, None, now_ms, serializer=serialize)
+            keys += (job_key_prefix + arq_id, result_key_prefix + arq_id)
+            args += (max(1, score - now_ms) + EXPIRES_EXTRA_MS, payload, score, arq_id)
+        return int(await connection.enqueue_many_script(keys=keys, args=args))
+    except Exception as exc:
+        log.warning(
+            "batch enqueue failed; the scheduler will re-enqueue",
+            extra={"jobs": len(messages), "error": repr(exc)},
+        )
+        return 0
 
 
 async def enqueue_dead_letter(letter_id: str) -> bool:
@@ -235,18 +295,26 @@ async def take_rate_token(tenant: str, per_minute: int) -> int | None:
 
     Fails open: with Redis unreachable the submit is allowed (MySQL still takes it) and a warning is logged.
     """
+    allowed, retry_after_s = await take_rate_tokens(tenant, per_minute, 1)
+    return None if allowed else retry_after_s
+
+
+async def take_rate_tokens(tenant: str, per_minute: int, count: int) -> tuple[int, int]:
+    """Count `count` submits in the tenant's current minute (a batch's new items, in order): how many of
+    them fit the budget, and the seconds until the next minute (for the rest). Fails open like
+    `take_rate_token`."""
     now = time.time()
     window = int(now // 60)
     key = f"ro:rate:{tenant}:{window}"
+    retry_after_s = max(1, int((window + 1) * 60 - now + 0.999))
     try:
         pool = await get_pool()
         async with pool.pipeline(transaction=True) as pipe:
-            pipe.incr(key)
+            pipe.incrby(key, count)
             pipe.expire(key, 120)
-            count, _ = await pipe.execute()
+            total, _ = await pipe.execute()
     except Exception as exc:
         log.warning("rate limiter unavailable; allowing", extra={"error": repr(exc)})
-        return None
-    if int(count) <= per_minute:
-        return None
-    return max(1, int((window + 1) * 60 - now + 0.999))
+        return count, retry_after_s
+    before = int(total) - count
+    return max(0, min(count, per_minute - before)), retry_after_s

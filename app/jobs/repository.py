@@ -41,6 +41,11 @@ class JobRepository(Repository):
         # A Core INSERT: the ORM unit of work costs more than the statement on this hot path.
         await self.session.execute(JOBS_INSERT, insert_values(JOBS, row))
 
+    async def add_jobs(self, rows: Sequence[ReportJob]) -> None:
+        """Many rows in one multi-row INSERT (executemany)."""
+        if rows:
+            await self.session.execute(JOBS_INSERT, [insert_values(JOBS, row) for row in rows])
+
     async def get_job(self, job_id: str, scope: TenantScope) -> ReportJob | None:
         # populate_existing: a caller that just ran a guarded UPDATE must see the row as it is now.
         stmt = select(ReportJob).where(job.id == job_id).execution_options(populate_existing=True)
@@ -51,6 +56,13 @@ class JobRepository(Repository):
     async def get_job_by_idempotency_key(self, tenant: str, key: str) -> ReportJob | None:
         stmt = select(ReportJob).where(job.tenant == tenant, job.idempotency_key == key)
         return await self.first(stmt, ReportJob)
+
+    async def get_jobs_by_idempotency_keys(self, tenant: str, keys: Sequence[str]) -> dict[str, ReportJob]:
+        """The tenant's jobs holding any of `keys`, by key."""
+        if not keys:
+            return {}
+        stmt = select(ReportJob).where(job.tenant == tenant, job.idempotency_key.in_(sorted(set(keys))))
+        return {row.idempotency_key or "": row for row in await self.all(stmt, ReportJob)}
 
     async def list_jobs(self, flt: JobFilter, before_id: str | None, limit: int) -> list[ReportJob]:
         """Newest first by id (ULIDs sort by creation time); `before_id` is the keyset cursor."""

@@ -1,4 +1,4 @@
-"""/v1/jobs: submit, read (with long-poll), list, download the output, cancel, replay, steps.
+"""/v1/jobs: submit (one or a batch), read (with long-poll), list, download, cancel, replay, steps.
 
 Thin: the wire shape in, one service call, the wire shape out.
 """
@@ -6,20 +6,34 @@ Thin: the wire shape in, one service call, the wire shape out.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import FileResponse, Response
+from pydantic import BaseModel, Field, ValidationError, field_serializer
 
 from app.api.deps import PrincipalDep
-from app.api.errors import problem_responses
+from app.api.errors import domain_problem, field_errors, problem_responses
 from app.api.pagination import Cursor, JobId, Limit, check_id, decode_cursor, next_cursor
 from app.api.responses import model_response
+from app.api.schemas import Problem
+from app.core.config import get_settings
+from app.core.errors import OrchestratorError, RateLimited, ValidationFailed
 from app.core.states import JobStatus, is_terminal
 from app.core.wire import IsoDateTime
 from app.jobs import service
+from app.jobs.batch import BatchEntry, BatchOutcome, submit_batch
 from app.jobs.repository import JobFilter
-from app.jobs.schemas import JobCreate, JobPage, JobPublic, ReplayRequest, StepPublic
+from app.jobs.schemas import (
+    JobBatchCreate,
+    JobBatchItem,
+    JobCreate,
+    JobPage,
+    JobPublic,
+    ReplayRequest,
+    StepPublic,
+)
+from app.jobs.service import SubmitResult
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -54,7 +68,12 @@ async def submit_job(
         ),
     ] = None,
 ) -> Response:
-    req = service.SubmitRequest(
+    result = await service.submit(principal.tenant, _request_of(body), idempotency_key)
+    return _job_answer(JobPublic.of(result.job), 202 if result.created else 200)
+
+
+def _request_of(body: JobCreate) -> service.SubmitRequest:
+    return service.SubmitRequest(
         report_type=body.report_type,
         params=body.params,
         run_at=body.run_at,
@@ -63,8 +82,78 @@ async def submit_job(
         callback_url=body.callback_url,
         on_predecessor_dead=body.on_predecessor_dead,
     )
-    result = await service.submit(principal.tenant, req, idempotency_key)
-    return _job_answer(JobPublic.of(result.job), 202 if result.created else 200)
+
+
+class BatchItemResult(BaseModel):
+    index: int = Field(description="The item's position in `jobs` (from 0)")
+    status: Literal[200, 202, 409, 422, 429] = Field(
+        description="What a single submit of this item would have answered"
+    )
+    job: JobPublic | None = Field(description="The job (202 new, 200 an idempotent repeat), else null")
+    problem: Problem | None = Field(description="Why the item was refused (problem+json), else null")
+
+    @field_serializer("problem")
+    def _problem_as_sent(self, problem: Problem | None) -> dict[str, Any] | None:
+        return problem.model_dump(exclude_none=True) if problem is not None else None
+
+
+class JobBatchResult(BaseModel):
+    results: list[BatchItemResult] = Field(description="One per item, in request order")
+    created: int = Field(description="Items answered 202 (new jobs)")
+    existing: int = Field(description="Items answered 200 (idempotent repeats)")
+    rejected: int = Field(description="Items answered 409, 422 or 429")
+
+
+def _batch_entry(item: JobBatchItem | dict[str, Any]) -> BatchEntry | OrchestratorError:
+    """A parsed item, or the 422 of one that is not a JobBatchItem (or is larger than MAX_BODY_BYTES)."""
+    if isinstance(item, dict):
+        try:
+            item = JobBatchItem.model_validate(item)
+        except ValidationError as exc:
+            return ValidationFailed("The job request is invalid.", field_errors(exc.errors()))
+    limit = get_settings().max_body_bytes
+    if len(item.__pydantic_serializer__.to_json(item, exclude_unset=True)) > limit:
+        error = {"loc": [], "msg": f"the item exceeds MAX_BODY_BYTES ({limit} bytes)", "type": "too_large"}
+        return ValidationFailed("The job request is too large.", [error])
+    return BatchEntry(_request_of(item), item.idempotency_key)
+
+
+def _batch_result(index: int, outcome: BatchOutcome) -> BatchItemResult:
+    if isinstance(outcome, SubmitResult):
+        status = 202 if outcome.created else 200
+        return BatchItemResult(index=index, status=status, job=JobPublic.of(outcome.job), problem=None)
+    problem = Problem.model_validate(domain_problem(outcome, ("jobs", index)))
+    return BatchItemResult(index=index, status=problem.status, job=None, problem=problem)
+
+
+@router.post(
+    "/batch",
+    status_code=207,
+    response_model=JobBatchResult,
+    responses={
+        207: {"description": "Every item's own answer, in request order"},
+        **problem_responses(401, 403, 413, 422, 503),
+    },
+    summary="Submit up to 1,000 report jobs at once",
+)
+async def submit_jobs_batch(body: JobBatchCreate, principal: PrincipalDep) -> Response:
+    """Each item is what `POST /v1/jobs` takes, plus an optional `idempotency_key`, and gets what a single
+    submit would have answered (202, 200, 409, 422 or 429) without sinking the others. New jobs are
+    inserted in one transaction and enqueued together after it; a database outage is a 503 for the
+    whole batch and creates nothing. Items over the tenant's submit rate limit get 429 (the 207 then
+    carries `Retry-After`). The body may be up to 64 × MAX_BODY_BYTES; each item up to MAX_BODY_BYTES."""
+    outcomes = await submit_batch(principal.tenant, [_batch_entry(item) for item in body.jobs])
+    results = [_batch_result(i, outcome) for i, outcome in enumerate(outcomes)]
+    statuses = [r.status for r in results]
+    answer = JobBatchResult(
+        results=results,
+        created=statuses.count(202),
+        existing=statuses.count(200),
+        rejected=len(statuses) - statuses.count(202) - statuses.count(200),
+    )
+    retry_after_s = max((o.retry_after_s for o in outcomes if isinstance(o, RateLimited)), default=None)
+    headers = {"Retry-After": str(retry_after_s)} if retry_after_s is not None else None
+    return model_response(answer, 207, headers=headers)
 
 
 @router.get("", response_model=JobPage, responses=problem_responses(401, 403, 422, 503), summary="List jobs")

@@ -39,6 +39,43 @@ class JobCreate(BaseModel):
     callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
 
 
+class JobBatchItem(JobCreate):
+    """One item of `POST /v1/jobs/batch`: a single submit's body and its Idempotency-Key."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"report_type": "demo.csv", "params": {"rows": 10}, "idempotency_key": "order-42"}]
+        },
+    )
+
+    idempotency_key: str | None = Field(
+        None, min_length=1, max_length=200, description="Same meaning as single submit's Idempotency-Key"
+    )
+
+
+MAX_BATCH_ITEMS = 1000
+
+#: An item that is not a valid JobBatchItem is still an item: it gets its own 422, the others go on.
+BatchItemIn = Annotated[JobBatchItem | dict[str, Any], Field(union_mode="left_to_right")]
+
+
+class JobBatchCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"jobs": [{"report_type": "demo.csv", "params": {"rows": 10}}]}],
+        },
+    )
+
+    jobs: list[BatchItemIn] = Field(
+        min_length=1,
+        max_length=MAX_BATCH_ITEMS,
+        description="1–1,000 job requests; each is answered on its own, in this order. An object that is "
+        "not a valid JobBatchItem gets a 422 result of its own",
+    )
+
+
 class OutputPublic(BaseModel):
     url: str
     filename: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -40,7 +40,7 @@ from app.jobs.repository import JobFilter, JobRepository
 from app.jobs.step_repository import StepRepository
 from app.jobs.validation import validate_submit
 from app.models import DeadLetter, JobStep, ReportJob
-from app.reports.registry import registry
+from app.reports.registry import ReportType, registry
 
 
 @dataclass(frozen=True)
@@ -72,15 +72,79 @@ class SubmitResult:
     created: bool
 
 
-def _same_request(existing: ReportJob, fingerprint: str) -> SubmitResult:
+def existing_answer(existing: ReportJob, fingerprint: str) -> SubmitResult:
+    """An Idempotency-Key already holds `existing`: the same request gets it back, another one is a 409."""
     if existing.request_hash != fingerprint:
         raise IdempotencyConflict("This Idempotency-Key was already used with a different request body.")
     return SubmitResult(existing, created=False)
 
 
-async def _by_idempotency_key(tenant: str, key: str) -> ReportJob | None:
+async def by_idempotency_keys(tenant: str, keys: Collection[str]) -> dict[str, ReportJob]:
+    """The tenant's jobs holding any of `keys`, by key (one round trip)."""
     async with session_scope() as session:
-        return await JobRepository(session).get_job_by_idempotency_key(tenant, key)
+        repo = JobRepository(session)
+        if len(keys) == 1:
+            (key,) = keys
+            found = await repo.get_job_by_idempotency_key(tenant, key)
+            return {key: found} if found is not None else {}
+        return await repo.get_jobs_by_idempotency_keys(tenant, list(keys))
+
+
+async def check_submit(
+    tenant: str, req: SubmitRequest, now: datetime, callback_problems: dict[str, str | None] | None = None
+) -> tuple[ReportType, dict[str, Any]]:
+    """Everything a submit must pass before anything is written (raises ValidationFailed): the type, its
+    params, run_at and the callback URL. `callback_problems` caches URL verdicts across a batch's items."""
+    rtype, params = validate_submit(req.report_type, req.params, req.run_at, now)
+    if req.callback_url:
+        if callback_problems is None or req.callback_url not in callback_problems:
+            problem = await check_callback_url(tenant, req.callback_url)
+            if callback_problems is not None:
+                callback_problems[req.callback_url] = problem
+        else:
+            problem = callback_problems[req.callback_url]
+        if problem:
+            raise ValidationFailed(
+                "The callback_url is not acceptable.",
+                [{"loc": ["callback_url"], "msg": problem, "type": "callback_url"}],
+            )
+    return rtype, params
+
+
+def new_job_row(
+    tenant: str,
+    req: SubmitRequest,
+    checked: tuple[ReportType, dict[str, Any]],
+    idempotency_key: str | None,
+    fingerprint: str | None,
+    now: datetime,
+) -> ReportJob:
+    rtype, params = checked
+    return build_job(
+        JobSpec(
+            tenant=tenant,
+            report_type=rtype.name,
+            params=params,
+            max_attempts=req.max_attempts,
+            ordering_key=req.ordering_key,
+            callback_url=req.callback_url,
+            run_at=req.run_at,
+            on_predecessor_dead=req.on_predecessor_dead,
+            idempotency_key=idempotency_key,
+            request_hash=fingerprint if idempotency_key else None,
+        ),
+        now,
+    )
+
+
+def rate_limited(tenant: str, per_minute: int, retry_after_s: int) -> RateLimited:
+    return RateLimited(f"Tenant {tenant!r} may submit {per_minute} jobs a minute.", retry_after_s)
+
+
+def run_message(job: ReportJob) -> queue.RunMessage:
+    """The main-queue message of a new job: deferred to run_at when it is scheduled."""
+    scheduled = job.status == JobStatus.SCHEDULED
+    return queue.RunMessage(job.id, job.replay_count, job.run_at if scheduled else None, job.traceparent)
 
 
 async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = None) -> SubmitResult:
@@ -96,53 +160,30 @@ async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = 
 async def _submit(tenant: str, req: SubmitRequest, idempotency_key: str | None) -> SubmitResult:
     settings = get_settings()
     now = utcnow()
-    rtype, params = validate_submit(req.report_type, req.params, req.run_at, now)
-    if req.callback_url and (problem := await check_callback_url(tenant, req.callback_url)):
-        raise ValidationFailed(
-            "The callback_url is not acceptable.",
-            [{"loc": ["callback_url"], "msg": problem, "type": "callback_url"}],
-        )
-    fingerprint = req.fingerprint()
-    if idempotency_key and (existing := await _by_idempotency_key(tenant, idempotency_key)):
-        return _same_request(existing, fingerprint)
+    checked = await check_submit(tenant, req, now)
+    fingerprint = req.fingerprint() if idempotency_key else None
+    if idempotency_key and (existing := await by_idempotency_keys(tenant, [idempotency_key])):
+        assert fingerprint is not None
+        return existing_answer(existing[idempotency_key], fingerprint)
     # Only new jobs spend the tenant's budget: an idempotent repeat got its original job above.
-    if settings.submit_rate_limit_per_minute:
-        retry_after_s = await queue.take_rate_token(tenant, settings.submit_rate_limit_per_minute)
+    if per_minute := settings.submit_rate_limit_per_minute:
+        retry_after_s = await queue.take_rate_token(tenant, per_minute)
         if retry_after_s is not None:
-            raise RateLimited(
-                f"Tenant {tenant!r} may submit {settings.submit_rate_limit_per_minute} jobs a minute.",
-                retry_after_s,
-            )
-    job = build_job(
-        JobSpec(
-            tenant=tenant,
-            report_type=rtype.name,
-            params=params,
-            max_attempts=req.max_attempts,
-            ordering_key=req.ordering_key,
-            callback_url=req.callback_url,
-            run_at=req.run_at,
-            on_predecessor_dead=req.on_predecessor_dead,
-            idempotency_key=idempotency_key,
-            request_hash=fingerprint if idempotency_key else None,
-        ),
-        now,
-    )
-    scheduled = job.status == JobStatus.SCHEDULED
+            raise rate_limited(tenant, per_minute, retry_after_s)
+    job = new_job_row(tenant, req, checked, idempotency_key, fingerprint, now)
     try:
         async with session_scope() as session:
             await JobRepository(session).add_job(job)
     except IntegrityError:
         # Another request with this key won the race: answer its job (or 409 for a different body).
-        if not idempotency_key or (existing := await _by_idempotency_key(tenant, idempotency_key)) is None:
+        if not idempotency_key or not (existing := await by_idempotency_keys(tenant, [idempotency_key])):
             raise
-        return _same_request(existing, fingerprint)
+        assert fingerprint is not None
+        return existing_answer(existing[idempotency_key], fingerprint)
     metrics.count_submitted(job)
+    message = run_message(job)
     await queue.enqueue_run(
-        job.id,
-        job.replay_count,
-        defer_until=job.run_at if scheduled else None,
-        traceparent=job.traceparent,
+        job.id, job.replay_count, defer_until=message.defer_until, traceparent=job.traceparent
     )
     return SubmitResult(job, created=True)
 
