@@ -14,20 +14,27 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = ROOT / "bench" / "results"
+# BENCH_RESULTS_DIR: where a run writes its <stem>.json and .md (smoke runs point it away from bench/results).
+RESULTS_DIR = Path(os.environ.get("BENCH_RESULTS_DIR") or ROOT / "bench" / "results")
 
 # ---- scale and fixed parameters ------------------------------------------------------------------
 # Knobs (environment): BENCH_SCALE (1; 0.1 for a quick try; results named <date>-scale0.1.*),
-# BENCH_PHASES (submit,drain,pickup,memory; add metrics for issue 12's figures), BENCH_MYSQL_FLUSH
+# BENCH_PHASES (submit,bulk,drain,pickup,memory; add metrics for issue 12's figures), BENCH_MYSQL_FLUSH
 # (1, MariaDB's default; 2 = no fsync per commit), BENCH_NO_WRK=1 (use bench/loadgen.py), BENCH_BUDGET_S
-# (560: the memory phase is cut short, and says so, to keep the whole run under 10 minutes).
+# (560: the memory phase is cut short, and says so, to keep the whole run under 10 minutes),
+# BENCH_API_WORKERS (uvicorn processes serving the API under test and its trivial POST alike; default: the
+# machine's cores, as API_WORKERS under `make run`), BENCH_RESULTS_DIR (bench/results).
 
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
-PHASES = ("submit", "drain", "pickup", "memory")  # the default
+PHASES = ("submit", "bulk", "drain", "pickup", "memory")  # the default
 ALL_PHASES = (*PHASES, "metrics")  # in the order they run; BENCH_PHASES=metrics for issue 12's figures
 CONCURRENCY = 64
 SUBMIT_SECONDS = max(2.0, 10.0 * min(SCALE, 1.0))
 WARMUP_SECONDS = 2.0 if SCALE >= 1 else 1.0
+API_WORKERS = max(1, int(os.environ.get("BENCH_API_WORKERS") or os.cpu_count() or 1))
+BULK_BATCH = 500  # issue 15: bulk submit measured with batches of 500
+BULK_CLIENTS = 4  # concurrent clients, each with one batch in flight
+BULK_SECONDS = SUBMIT_SECONDS
 DRAIN_JOBS = max(100, round(10_000 * SCALE))
 PICKUP_SAMPLES = max(10, round(50 * SCALE))
 IDLE_SECONDS = max(2.0, 5.0 * min(SCALE, 1.0))
@@ -49,8 +56,14 @@ MYSQL_FLUSH_AT_COMMIT = os.environ.get("BENCH_MYSQL_FLUSH", "1")
 
 
 def wanted_phases() -> list[str]:
-    """The phases BENCH_PHASES asks for, in the order given (all four by default)."""
-    return [p.strip() for p in os.environ.get("BENCH_PHASES", ",".join(PHASES)).split(",")]
+    """The phases BENCH_PHASES asks for, in the order given (the default five when unset)."""
+    wanted = [p.strip() for p in os.environ.get("BENCH_PHASES", ",".join(PHASES)).split(",") if p.strip()]
+    unknown = sorted(set(wanted) - set(ALL_PHASES))
+    if unknown:
+        raise SystemExit(
+            f"BENCH_PHASES: unknown phase(s) {', '.join(unknown)}; known: {', '.join(ALL_PHASES)}"
+        )
+    return wanted
 
 
 def log(message: str) -> None:

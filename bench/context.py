@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import CELERY_DB, MYSQL_COUNTERS, MYSQL_FLUSH_AT_COMMIT, ROOT, TENANT, log, run_cmd
+from bench.common import (
+    API_WORKERS,
+    CELERY_DB,
+    MYSQL_COUNTERS,
+    MYSQL_FLUSH_AT_COMMIT,
+    ROOT,
+    TENANT,
+    log,
+    run_cmd,
+)
 from bench.procs import Proc, spawn
 
 API_START_TIMEOUT_S = 60.0
@@ -23,11 +32,13 @@ APP_SETTINGS = ("DATABASE_URL", "REDIS_URL", "REPORT_MODULES", "ENABLE_DEMO_REPO
 
 @dataclass
 class ApiServer:
-    """One uvicorn process serving the API (bench/trivial_app.py) on a port of its own."""
+    """One uvicorn server (1 process, or a supervisor and `workers` processes) serving the API
+    (bench/trivial_app.py) on a port of its own; its CPU is counted over its whole process group."""
 
     proc: Proc
     port: int
     command: str
+    workers: int = 1
 
     @property
     def base_url(self) -> str:
@@ -157,7 +168,7 @@ class Bench:
             delta = after.get(name, 0) - before.get(name, 0)
             if name in ("Questions", "Com_select"):
                 delta -= polls + 1  # +1: the SHOW STATUS itself counts as a question
-            out[name] = round(delta / jobs, 2)
+            out[name] = round(delta / jobs, 4)  # bulk submit's share per job is well under 0.01
         return out
 
     async def done_count(self) -> int:
@@ -206,13 +217,16 @@ class Bench:
         return f"http://127.0.0.1:{self.api_port}"
 
     async def start_api(self) -> None:
-        """uvicorn serving bench/trivial_app.py (the real API plus a trivial POST), 1 process."""
-        server = await self.launch_api()
+        """uvicorn serving bench/trivial_app.py (the real API plus a trivial POST) with API_WORKERS processes:
+        the job POSTs and the trivial POST they are compared with share the one server, so the same count."""
+        server = await self.launch_api(workers=API_WORKERS)
         self.api, self.api_port = server.proc, server.port
         self.results["api_command"] = server.command
+        self.results["api_workers"] = server.workers
 
-    async def launch_api(self, name: str = "api", **extra_env: str) -> ApiServer:
-        """Start one more API process (its settings overridden by `extra_env`) and wait for /healthz."""
+    async def launch_api(self, name: str = "api", workers: int = 1, **extra_env: str) -> ApiServer:
+        """Start one more API server of `workers` uvicorn processes (its settings overridden by `extra_env`)
+        and wait until every process answers /healthz (or, for several, until `workers` distinct pids did)."""
         import httpx
 
         from workers.local_servers import free_port
@@ -220,18 +234,21 @@ class Bench:
         port = free_port()
         argv = [
             sys.executable, "-m", "uvicorn", "bench.trivial_app:app", "--host", "127.0.0.1",
-            "--port", str(port), "--workers", "1", "--no-access-log",
+            "--port", str(port), "--workers", str(workers), "--no-access-log",
         ]  # fmt: skip
         if importlib.util.find_spec("uvloop"):
             argv += ["--loop", "uvloop"]
         if importlib.util.find_spec("httptools"):
             argv += ["--http", "httptools"]
-        server = ApiServer(self.spawn(name, argv, **extra_env), port, " ".join(argv[1:]))
+        # API_WORKERS too, for a settings check that reads it; uvicorn's --workers starts the processes here.
+        extra_env.setdefault("API_WORKERS", str(workers))
+        server = ApiServer(self.spawn(name, argv, **extra_env), port, " ".join(argv[1:]), workers)
         deadline = time.monotonic() + API_START_TIMEOUT_S
         async with httpx.AsyncClient() as client:
             while True:
                 with contextlib.suppress(httpx.HTTPError):
-                    if (await client.get(f"{server.base_url}/healthz")).status_code == 200:
+                    healthy = (await client.get(f"{server.base_url}/healthz")).status_code == 200
+                    if healthy and (workers == 1 or len(api_processes(server.proc.pid)) >= workers):
                         return server
                 if not server.proc.alive() or time.monotonic() > deadline:
                     server.proc.stop()
@@ -242,3 +259,18 @@ class Bench:
         if self.api is not None:
             self.api.stop()
             self.api = None
+
+
+def api_processes(supervisor_pid: int) -> list[int]:
+    """The uvicorn worker processes under a `--workers N` supervisor: its children started by
+    multiprocessing's spawn_main (not its resource tracker), from /proc. The warm-up load that follows covers
+    their application start-up."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == supervisor_pid and b"spawn_main" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found

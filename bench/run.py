@@ -1,6 +1,8 @@
-"""`make bench`: private MariaDB + Redis; submit, drain, pickup and memory figures vs raw arq and Celery.
+"""`make bench`: private MariaDB + Redis; submit (single and bulk), drain, pickup and memory figures vs the
+trivial POST, raw arq and Celery, all in one run, against issue 15's targets.
 
-Writes bench/results/<date>.json and .md and prints the table; BENCH_SCALE=0.1 shrinks every count.
+Writes bench/results/<date>.json and .md (BENCH_RESULTS_DIR elsewhere) and prints the table; BENCH_SCALE=0.1
+shrinks every count; bench/common.py lists the knobs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from pathlib import Path
 
 from bench.common import (
     ALL_PHASES,
+    API_WORKERS,
+    BULK_BATCH,
+    BULK_CLIENTS,
+    BULK_SECONDS,
     CONCURRENCY,
     DRAIN_JOBS,
     IDLE_SECONDS,
@@ -33,7 +39,7 @@ from bench.common import (
     wanted_phases,
 )
 from bench.context import Bench
-from bench.phases import drain, memory, metrics, pickup, submit
+from bench.phases import bulk, drain, memory, metrics, pickup, submit
 from bench.procs import stop_all
 from bench.report import machine_info, markdown, write_results
 
@@ -93,8 +99,10 @@ async def run_phases(bench: Bench) -> None:
     try:
         if "submit" in wanted:
             await submit.run(bench)  # starts the API
-        elif "pickup" in wanted:
+        elif "bulk" in wanted or "pickup" in wanted:
             await bench.start_api()
+        if "bulk" in wanted:
+            await bulk.run(bench)
         if "drain" in wanted:
             await drain.run(bench)
         if "pickup" in wanted:
@@ -160,14 +168,16 @@ def main() -> None:
         load_generator="wrk" if wrk else "bench/loadgen.py (asyncio)",
         machine=machine_info(bench),
         parameters={
-            "concurrency": CONCURRENCY, "submit_seconds": SUBMIT_SECONDS, "drain_jobs": DRAIN_JOBS,
+            "concurrency": CONCURRENCY, "submit_seconds": SUBMIT_SECONDS, "api_workers": API_WORKERS,
+            "bulk_batch": BULK_BATCH, "bulk_clients": BULK_CLIENTS, "bulk_seconds": BULK_SECONDS,
+            "drain_jobs": DRAIN_JOBS,
             "pickup_samples": PICKUP_SAMPLES, "idle_seconds": IDLE_SECONDS, "memory_jobs": MEMORY_JOBS,
         },
     )  # fmt: skip
     stem = write_results(res)
     print()
     print(markdown(res))
-    log(f"wrote bench/results/{stem}.json and .md in {res['total_seconds']:.0f} s")
+    log(f"wrote {stem}.json and .md in {res['total_seconds']:.0f} s")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Drain phase: N no-op jobs queued with the workers stopped, then drained to `done` by ours (1 and 2
-workers), raw arq (1 and 2) and Celery prefork 2; rate from the first completion seen to the last."""
+"""Drain phase: N no-op jobs queued with the workers stopped, then drained to `done` by 2 worker processes of
+ours, of raw arq under our settings, of raw arq under arq's defaults, and Celery prefork 2 (state in MySQL);
+rate from the first completion seen to the last, CPU per job over that same window."""
 
 from __future__ import annotations
 
@@ -19,10 +20,34 @@ ENQUEUE_BATCH = 500
 CELERY_PUBLISH_TIMEOUT_S = 300.0
 
 
+DRAIN_WORKERS = 2  # issue 15's drain targets are for 2 worker processes (Celery: prefork 2)
+
+
+class WindowMeter:
+    """A CpuMeter started at the first completion seen (so the processes' start-up, imports and connections,
+    is not charged to the jobs) and stopped at the last: the same window as the rate."""
+
+    def __init__(self, groups: dict[str, int]) -> None:
+        self.groups = groups
+        self.meter: CpuMeter | None = None
+
+    def start(self) -> None:
+        self.meter = CpuMeter(self.groups).start()
+
+    def stop(self) -> dict[str, float]:
+        assert self.meter is not None, "no completion was seen"
+        return self.meter.stop()
+
+
 async def watch(
-    progress: Callable[[], Awaitable[int]], total: int, procs: Sequence[Proc], interval_s: float
+    progress: Callable[[], Awaitable[int]],
+    total: int,
+    procs: Sequence[Proc],
+    interval_s: float,
+    on_first: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """Poll `progress` until it reaches `total`; the rate runs from the first completion to the last."""
+    """Poll `progress` until it reaches `total`; the rate runs from the first completion to the last;
+    `on_first` is called when the first completion is seen."""
     spawned = time.perf_counter()
     first_at: float | None = None
     first_count = 0
@@ -35,6 +60,8 @@ async def watch(
         now = time.perf_counter()
         if first_at is None and count > 0:
             first_at, first_count = now, count
+            if on_first is not None:
+                on_first()
         if count >= total:
             break
         if count != last_count:
@@ -67,10 +94,12 @@ async def drain_ours(
     queued = int(await bench.rds.zcard("arq:queue"))
     status = await bench.mysql_status()
     procs = [bench.spawn_worker(f"worker-{label}{workers}-{i}", **extra_env) for i in range(workers)]
-    meter = CpuMeter({**{p.name: p.pid for p in procs}, **bench.server_pids()}).start()
+    groups = {**{p.name: p.pid for p in procs}, **bench.server_pids()}
+    meter, window = CpuMeter(groups).start(), WindowMeter(groups)
     try:
-        result = await watch(bench.done_count, jobs, procs, 0.1)
-        result["cpu_pct"] = meter.stop()
+        result = await watch(bench.done_count, jobs, procs, 0.1, window.start)
+        result["cpu_pct"] = window.stop()
+        result["cpu_pct_from_spawn"] = meter.stop()
         result["mysql_per_job"] = await bench.per_job_statements(status, jobs, result["progress_polls"])
     finally:
         for proc in procs:
@@ -91,14 +120,16 @@ async def finish_window(bench: Bench) -> tuple[datetime | None, datetime | None]
     return row[0], row[1]
 
 
-async def drain_raw_arq(bench: Bench, workers: int) -> dict[str, Any]:
+async def drain_raw_arq(bench: Bench, workers: int, defaults: bool = False) -> dict[str, Any]:
+    """Raw arq under our worker's settings, or (`defaults`) under arq's own; progress = the queue emptying
+    (arq removes a job from its queue when the job ends)."""
     from arq import create_pool
     from arq.connections import RedisSettings
 
-    from bench.raw_arq import RAW_FUNCTION, RAW_QUEUE, pool_kwargs
+    from bench.raw_arq import RAW_FUNCTION, RAW_QUEUE, pool_kwargs, settings_in_effect
 
     await bench.clean()
-    pool = await create_pool(RedisSettings.from_dsn(bench.redis.url), **pool_kwargs())
+    pool = await create_pool(RedisSettings.from_dsn(bench.redis.url), **pool_kwargs(defaults))
     try:
         began = time.perf_counter()
         for start in range(0, DRAIN_JOBS, ENQUEUE_BATCH):
@@ -111,15 +142,21 @@ async def drain_raw_arq(bench: Bench, workers: int) -> dict[str, Any]:
     async def progress() -> int:
         return DRAIN_JOBS - int(await bench.rds.zcard(RAW_QUEUE))
 
-    procs = [bench.spawn_raw_arq(f"raw-arq-drain{workers}-{i}") for i in range(workers)]
-    meter = CpuMeter({**{p.name: p.pid for p in procs}, **bench.server_pids()}).start()
+    kind = "defaults" if defaults else "same"
+    env = {"BENCH_RAW_DEFAULTS": "1"} if defaults else {}
+    procs = [bench.spawn_raw_arq(f"raw-arq-{kind}-drain{workers}-{i}", **env) for i in range(workers)]
+    groups = {**{p.name: p.pid for p in procs}, **bench.server_pids()}
+    meter, window = CpuMeter(groups).start(), WindowMeter(groups)
     try:
-        result = await watch(progress, DRAIN_JOBS, procs, 0.05)
-        result["cpu_pct"] = meter.stop()
+        result = await watch(progress, DRAIN_JOBS, procs, 0.05, window.start)
+        result["cpu_pct"] = window.stop()
+        result["cpu_pct_from_spawn"] = meter.stop()
     finally:
         for proc in procs:
             proc.stop()
     result["enqueue_jobs_per_s"] = round(enqueue_rate, 1)
+    result["settings"] = settings_in_effect(defaults)
+    result["workers"] = workers
     return result
 
 
@@ -143,10 +180,12 @@ async def drain_celery(bench: Bench) -> dict[str, Any]:
         [sys.executable, "-m", "celery", "-A", "bench.celery_app", "worker", "--pool=prefork",
          "--concurrency=2", "--loglevel=WARNING", "-n", "bench@%h"],
     )  # fmt: skip
-    meter = CpuMeter({"celery (all processes)": proc.pid, **bench.server_pids()}).start()
+    groups = {"celery (all processes)": proc.pid, **bench.server_pids()}
+    meter, window = CpuMeter(groups).start(), WindowMeter(groups)
     try:
-        result = await watch(progress, DRAIN_JOBS, [proc], 0.1)
-        result["cpu_pct"] = meter.stop()
+        result = await watch(progress, DRAIN_JOBS, [proc], 0.1, window.start)
+        result["cpu_pct"] = window.stop()
+        result["cpu_pct_from_spawn"] = meter.stop()
         result["mysql_per_job"] = await bench.per_job_statements(status, DRAIN_JOBS, result["progress_polls"])
     finally:
         proc.stop()
@@ -155,14 +194,16 @@ async def drain_celery(bench: Bench) -> dict[str, Any]:
 
 
 async def run(bench: Bench) -> None:
-    log(f"drain: {DRAIN_JOBS} queued no-op jobs; ours and raw arq with 1 and 2 workers; Celery prefork 2")
+    w = DRAIN_WORKERS
+    log(f"drain: {DRAIN_JOBS} queued no-op jobs, {w} worker processes each: ours, raw arq under our "
+        "settings, raw arq under arq's defaults; Celery prefork 2")  # fmt: skip
     drain: dict[str, Any] = {}
-    for workers in (1, 2):
-        drain[f"ours_{workers}w"] = await drain_ours(bench, workers)
-        log(f"  ours, {workers} worker(s): {drain[f'ours_{workers}w']['jobs_per_s']:.0f} jobs/s")
-    for workers in (1, 2):
-        drain[f"raw_arq_{workers}w"] = await drain_raw_arq(bench, workers)
-        log(f"  raw arq, {workers} worker(s): {drain[f'raw_arq_{workers}w']['jobs_per_s']:.0f} jobs/s")
+    drain[f"ours_{w}w"] = await drain_ours(bench, w)
+    log(f"  ours, {w} workers: {drain[f'ours_{w}w']['jobs_per_s']:.0f} jobs/s")
+    drain[f"raw_arq_{w}w"] = await drain_raw_arq(bench, w)
+    log(f"  raw arq, our settings, {w} workers: {drain[f'raw_arq_{w}w']['jobs_per_s']:.0f} jobs/s")
+    drain[f"raw_arq_defaults_{w}w"] = await drain_raw_arq(bench, w, defaults=True)
+    log(f"  raw arq, arq's defaults, {w} workers: {drain[f'raw_arq_defaults_{w}w']['jobs_per_s']:.0f} jobs/s")
     drain["celery_prefork2"] = await drain_celery(bench)
     log(f"  Celery prefork 2 + MySQL results: {drain['celery_prefork2']['jobs_per_s']:.0f} jobs/s")
     bench.results["drain"] = drain
