@@ -31,4 +31,5 @@ ENV PATH=/app/.venv/bin:$PATH \
     OUTPUT_DIR=/data/outputs
 
 EXPOSE 8000
-CMD ["uvicorn", "app.main:app", "--host", "0.0.0.0", "--port", "8000"]
+# API_WORKERS processes (settings default 1; compose sets 0 = one per core).
+CMD ["python", "-m", "app.api.serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -10,12 +10,14 @@ import json
 import os
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
 import typer
 
 from app.auth.service import create_api_key, list_api_keys, revoke_api_key
+from app.cli_submit import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, submit_file
 from app.core.db import dispose_engine
 from app.core.errors import ValidationFailed
 from app.core.tenancy import EVERY_TENANT, TenantScope
@@ -102,16 +104,35 @@ def _parse_param(item: str) -> tuple[str, Any]:
 
 @cli.command()
 def submit(
-    report_type: Annotated[str, typer.Argument(help="e.g. demo.csv")],
+    report_type: Annotated[str | None, typer.Argument(help="e.g. demo.csv")] = None,
     param: Annotated[
         list[str] | None, typer.Option("--param", "-p", help="k=v (v parsed as JSON if it can be)")
     ] = None,
     run_at: Annotated[str | None, typer.Option(help="ISO 8601 start time")] = None,
     idempotency_key: Annotated[str | None, typer.Option(help="Idempotency-Key header")] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option("--from-file", help="JSON lines, one POST /v1/jobs/batch item each", dir_okay=False),
+    ] = None,
+    batch_size: Annotated[
+        int, typer.Option(min=1, max=MAX_BATCH_SIZE, help="Items per batch with --from-file")
+    ] = DEFAULT_BATCH_SIZE,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = "",
 ) -> None:
-    """Submit a job and print it."""
+    """Submit a job and print it; or, with --from-file, every line's job in batches, printing
+    `line<TAB>status<TAB>job id or why not` per line (exit 1 if any line was refused)."""
+    if from_file is not None:
+        if report_type or param or run_at or idempotency_key:
+            raise typer.BadParameter("--from-file takes the jobs from the file alone")
+        with _client(api_url, api_key) as client:
+            refused = submit_file(client, from_file, batch_size, typer.echo)
+        if refused:
+            typer.echo(f"{refused} line(s) refused", err=True)
+            raise typer.Exit(1)
+        return
+    if not report_type:
+        raise typer.BadParameter("give a REPORT_TYPE, or --from-file")
     body: dict[str, Any] = {"report_type": report_type, "params": dict(_parse_param(p) for p in param or [])}
     if run_at:
         body["run_at"] = run_at

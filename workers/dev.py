@@ -33,6 +33,7 @@ CHILD_DEFAULTS = {
     "ENABLE_DEMO_REPORTS": "true",
     "OUTPUT_DIR": "./var/outputs",
     "LOG_JSON": "false",
+    "API_WORKERS": "0",  # one API process per core (app.api.serve)
 }
 DEV_SCOPES = "jobs:read,jobs:write,admin"
 # Children that serve Prometheus metrics on a METRICS_PORT of their own (the API serves /metrics itself).
@@ -241,7 +242,8 @@ class Launcher:
     def start_children(self) -> None:
         py = sys.executable
         commands = {
-            "api": [py, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1", "--port", str(self.port)],
+            # Migrations and the dev key were made above, once: the API's processes only serve.
+            "api": [py, "-m", "app.api.serve", "--host", "127.0.0.1", "--port", str(self.port)],
             "worker": [py, "-m", "workers.report_worker"],
             "dead-letter": [py, "-m", "workers.dead_letter"],
             "scheduler": [py, "-m", "workers.scheduler"],
