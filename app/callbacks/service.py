@@ -1,7 +1,9 @@
 """Completion callbacks: the outbox row of a terminal job, its signed delivery, re-publishing what is due.
 
-A delivery row is written with the job's terminal transition; it is POSTed until a 2xx answer or
-CALLBACK_MAX_ATTEMPTS tries (CALLBACK_RETRY_DELAYS_S apart), and never changes the job's own status.
+A delivery row is written with the job's terminal transition; it is POSTed (to the address the SSRF guard
+approved) until a 2xx answer or CALLBACK_MAX_ATTEMPTS tries (CALLBACK_RETRY_DELAYS_S apart), and never
+changes the job's own status. Each try is recorded after its POST, riding out a database outage of up to
+RECORD_TRY_FOR_S; after a longer one a delivered callback is POSTed again (at least once).
 """
 
 from __future__ import annotations
@@ -10,17 +12,18 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.callbacks.pinned import post_pinned
 from app.callbacks.repository import CallbackRepository
 from app.callbacks.ssrf import CallbackRefused, check_url
 from app.core import metrics, queue, tracing
 from app.core.config import Settings, get_settings
-from app.core.db import session_scope
+from app.core.db import is_db_outage, outage_retrying, session_scope
 from app.core.ids import new_id
 from app.core.signing import EVENT_HEADER, SIGNATURE_HEADER, sign
 from app.core.states import CallbackStatus
@@ -31,6 +34,8 @@ log = logging.getLogger(__name__)
 
 DELIVERY_HEADER = "X-Report-Delivery"
 DEV_SECRET = "dev-insecure-callback-secret"
+# How long recording a try rides out a database outage (well within the consumer's 120 s job timeout).
+RECORD_TRY_FOR_S = 30.0
 
 
 def secret_for(tenant: str, settings: Settings) -> str | None:
@@ -100,25 +105,46 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
     ) as span:
         error = await _post(row, settings)
         tracing.annotate(span, {"callback.delivered": error is None}, error=error)
+    finished_at = utcnow()
+    try:
+        async for attempt in outage_retrying(RECORD_TRY_FOR_S):
+            with attempt:
+                outcome, result = await _record_try(row, error, settings, finished_at)
+    except Exception as exc:
+        if is_db_outage(exc) and error is None:
+            log.error(
+                "callback delivered but not recorded: MySQL unreachable for over %g s; "
+                "it will be delivered again once MySQL is back",
+                RECORD_TRY_FOR_S,
+                extra={"job_id": row.job_id, "delivery_id": row.id, "error": type(exc).__name__},
+            )
+        raise
+    metrics.count_callback(result)
+    if result == "given_up":
+        log.warning(
+            "callback given up", extra={"job_id": row.job_id, "attempts": row.attempts + 1, "error": error}
+        )
+    return outcome
+
+
+async def _record_try(
+    row: CallbackDelivery, error: str | None, settings: Settings, now: datetime
+) -> tuple[DeliveryOutcome, str]:
+    """Write one try's result (a compare-and-set on the try count, so running it again after a commit whose
+    answer was lost changes nothing); returns the outcome and the metric's result label."""
     attempts = row.attempts + 1
     async with session_scope() as session:
         repo = CallbackRepository(session)
         if error is None:
-            await repo.record_try(row, CallbackStatus.DELIVERED, attempts, None, None, utcnow())
-            metrics.count_callback("delivered")
-            return DeliveryOutcome("delivered")
+            await repo.record_try(row, CallbackStatus.DELIVERED, attempts, None, None, now)
+            return DeliveryOutcome("delivered"), "delivered"
         if attempts >= settings.callback_max_attempts:
             await repo.record_try(row, CallbackStatus.FAILED, attempts, error, None, None)
-            metrics.count_callback("given_up")
-            log.warning(
-                "callback given up", extra={"job_id": row.job_id, "attempts": attempts, "error": error}
-            )
-            return DeliveryOutcome(f"failed after {attempts} tries: {error}")
+            return DeliveryOutcome(f"failed after {attempts} tries: {error}"), "given_up"
         delay_s = settings.callback_backoff.delay_s(attempts)
-        next_at = utcnow() + timedelta(seconds=delay_s)
+        next_at = now + timedelta(seconds=delay_s)
         await repo.record_try(row, CallbackStatus.PENDING, attempts, error, next_at, None)
-    metrics.count_callback("error")
-    return DeliveryOutcome(f"attempt {attempts} failed: {error}", retry_in_s=delay_s)
+    return DeliveryOutcome(f"attempt {attempts} failed: {error}", retry_in_s=delay_s), "error"
 
 
 async def _post(row: CallbackDelivery, settings: Settings) -> str | None:
@@ -127,7 +153,8 @@ async def _post(row: CallbackDelivery, settings: Settings) -> str | None:
     if secret is None:
         return "no callback secret configured (CALLBACK_SECRET)"
     try:
-        await check_url(row.url, settings)  # again at delivery time: DNS may have changed since submit
+        # Again at delivery time (DNS may have changed since submit); the POST connects to what this approved.
+        addresses = await check_url(row.url, settings)
     except CallbackRefused as exc:
         return str(exc)
     body = json.dumps(row.payload, separators=(",", ":"), ensure_ascii=False).encode()
@@ -140,8 +167,7 @@ async def _post(row: CallbackDelivery, settings: Settings) -> str | None:
         EVENT_HEADER: row.event,
     }
     try:
-        async with httpx.AsyncClient(timeout=settings.callback_timeout_s, follow_redirects=False) as client:
-            resp = await client.post(row.url, content=body, headers=headers)
+        resp = await post_pinned(row.url, addresses, body, headers, settings.callback_timeout_s)
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}: {str(exc)[:200]}"
     if 200 <= resp.status_code < 300:

@@ -1,5 +1,8 @@
 """The SSRF guard of callback URLs: http(s) only, no credentials, and no host that resolves to a loopback,
-private, link-local, reserved or metadata address unless CALLBACK_ALLOWED_HOSTS names it.
+private, link-local, shared, reserved or metadata address unless CALLBACK_ALLOWED_HOSTS names it.
+
+`check_url` returns the addresses it approved; a delivery connects to those (`app.callbacks.pinned`), so a
+DNS answer that changes after the check (rebinding) is never used.
 """
 
 from __future__ import annotations
@@ -11,16 +14,21 @@ import urllib.parse
 
 from app.core.config import Settings
 
-METADATA_IPS = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# 100.100.100.200 is Alibaba Cloud's metadata service (inside 100.64.0.0/10, refused as not global anyway).
+METADATA_IPS = {
+    ipaddress.ip_address("169.254.169.254"),
+    ipaddress.ip_address("fd00:ec2::254"),
+    ipaddress.ip_address("100.100.100.200"),
+}
 
 
 class CallbackRefused(ValueError):
     """The callback URL points somewhere we will not send requests to."""
 
 
-def _allowed(
-    host: str, addresses: list[ipaddress.IPv4Address | ipaddress.IPv6Address], allow: list[str]
-) -> bool:
+def _allowed(host: str, addresses: list[IPAddress], allow: list[str]) -> bool:
     for entry in allow:
         if entry.lower() == host.lower():
             return True
@@ -33,8 +41,26 @@ def _allowed(
     return False
 
 
-async def check_url(url: str, settings: Settings) -> None:
-    """Refuse non-HTTP(S) URLs and hosts resolving to loopback, private, link-local or metadata addresses."""
+def _public(address: IPAddress) -> bool:
+    """A globally routable unicast address, IPv4-mapped IPv6 judged as the IPv4 address it carries."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return (
+        address.is_global
+        and not address.is_multicast
+        and not address.is_reserved
+        and not address.is_unspecified
+        and address not in METADATA_IPS
+    )
+
+
+def _address(sockaddr_host: str) -> IPAddress:
+    return ipaddress.ip_address(sockaddr_host.split("%", 1)[0])  # drop an IPv6 scope (fe80::1%eth0)
+
+
+async def check_url(url: str, settings: Settings) -> list[IPAddress]:
+    """Refuse non-HTTP(S) URLs, credentials and hosts resolving to non-public addresses; return the addresses
+    the host resolved to, in resolver order and without repeats, for the delivery to connect to."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise CallbackRefused("callback_url must be an http(s) URL with a host")
@@ -42,20 +68,19 @@ async def check_url(url: str, settings: Settings) -> None:
         raise CallbackRefused("callback_url must not carry credentials")
     host = parts.hostname
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, parts.port or 443, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise CallbackRefused("callback_url has an invalid port") from exc
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
         raise CallbackRefused(f"callback host {host!r} does not resolve") from exc
-    addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+    addresses = list(dict.fromkeys(_address(str(info[4][0])) for info in infos))
+    if not addresses:
+        raise CallbackRefused(f"callback host {host!r} does not resolve")
     if _allowed(host, addresses, settings.callback_allowed_hosts):
-        return
+        return addresses
     for address in addresses:
-        if (
-            address.is_loopback
-            or address.is_private
-            or address.is_link_local
-            or address.is_reserved
-            or address.is_multicast
-            or address.is_unspecified
-            or address in METADATA_IPS
-        ):
+        if not _public(address):
             raise CallbackRefused(f"callback host {host!r} resolves to a non-public address ({address})")
+    return addresses

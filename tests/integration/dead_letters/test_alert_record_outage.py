@@ -49,12 +49,12 @@ async def blip(mariadb: MariaDBServer, env: Any) -> AsyncIterator[MariaDBBlip]:
 
 async def delivery_states() -> list[tuple[str, str, int]]:
     async with session_scope() as session:
-        rows = await session.execute(select(AlertDelivery).order_by(AlertDelivery.sink))  # type: ignore[arg-type]
+        rows = await session.execute(select(AlertDelivery).order_by(AlertDelivery.sink))
         return [(d.sink, d.status.value, d.attempts) for d in rows.scalars().all()]
 
 
 async def scheduler_tick_then_consumer() -> None:
-    """What happens next in production: the scheduler re-publishes pending alerts, a consumer picks them up."""
+    """What happens next in production: the scheduler re-publishes pending alerts, a consumer takes them."""
     await asyncio.sleep(0.6)  # past the re-publish grace (SCAN_INTERVAL_S = 0.5 here)
     await maintenance.run_tick(use_lease=False)
     await drain_alerts()

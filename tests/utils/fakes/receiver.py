@@ -1,6 +1,6 @@
 """A real local HTTP server receiving completion callbacks; it verifies `X-Report-Signature`.
 
-Scriptable: answer HTTP 500 or hang for the next requests, then 200.
+Scriptable: answer HTTP 500, hang, or redirect (307 to `redirect_to`) for the next requests, then 200.
 """
 
 from __future__ import annotations
@@ -43,15 +43,19 @@ def verify(secret: str, header: str, body: bytes, tolerance_s: float = 300) -> b
 class Receiver(FakeServer):
     url_path = "/hooks/report-done"
     secret: str = SECRET
-    script: list[str] = field(default_factory=list)  # http500 | hang
+    script: list[str] = field(default_factory=list)  # http500 | hang | redirect
     received: list[Delivery] = field(default_factory=list)
+    redirect_to: str = ""
 
     def respond(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any] | None]:
         behaviour = self.next_behaviour()
-        status = {"ok": 200, "http500": 500, "hang": 0}[behaviour]
+        status = {"ok": 200, "http500": 500, "hang": 0, "redirect": 307}[behaviour]
         ok = verify(self.secret, headers.get("x-report-signature", ""), raw)
         self.received.append(Delivery(time.time(), json.loads(raw), headers, ok, status))
         return status, {}
+
+    def answer_headers(self, status: int) -> dict[str, str]:
+        return {"Location": self.redirect_to} if status == 307 else {}
 
     @property
     def accepted(self) -> list[Delivery]:

@@ -1,12 +1,15 @@
-"""The scaffold the fake peers share: a threaded HTTP server on 127.0.0.1 that hands each POST to `respond()`.
+"""The scaffold the fake peers share: a threaded HTTP(S) server (127.0.0.1 unless told otherwise) that hands
+each POST to `respond()`.
 
-A subclass decides the answer; status 0 means "hang" (no answer until stop() or `hang_s`). A hook given to
-`before_next_answer()` runs once, in the server's thread, after the request was handled and before the answer.
+A subclass decides the answer (and `answer_headers()` extra headers); status 0 means "hang" (no answer until
+stop() or `hang_s`). A hook given to `before_next_answer()` runs once, in the server's thread, after the
+request was handled and before the answer.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,8 +25,13 @@ class FakeServer:
     def respond(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any] | None]:
         raise NotImplementedError
 
-    def start(self) -> Self:
+    def answer_headers(self, status: int) -> dict[str, str]:
+        return {}
+
+    def start(self, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None) -> Self:
+        """Listen on `host`:`port` (a free port by default), over TLS with `tls`'s certificate if given."""
         fake = self
+        self._host, self._tls = host, tls
         self._lock = threading.Lock()
         self._release = threading.Event()
         self._hooks = []
@@ -44,12 +52,16 @@ class FakeServer:
                 self.send_response(status)
                 if answer is not None:
                     self.send_header("content-type", "application/json; charset=utf-8")
+                for name, value in fake.answer_headers(status).items():
+                    self.send_header(name, value)
                 self.send_header("content-length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 
@@ -75,5 +87,10 @@ class FakeServer:
         self.server.server_close()
 
     @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{self.url_path}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://{self._host}:{self.port}{self.url_path}"
