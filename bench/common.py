@@ -31,7 +31,7 @@ ALL_PHASES = (*PHASES, "metrics")  # in the order they run; BENCH_PHASES=metrics
 CONCURRENCY = 64
 SUBMIT_SECONDS = max(2.0, 10.0 * min(SCALE, 1.0))
 WARMUP_SECONDS = 2.0 if SCALE >= 1 else 1.0
-API_WORKERS = max(1, int(os.environ.get("BENCH_API_WORKERS") or os.cpu_count() or 1))
+API_WORKERS = max(1, int(os.environ.get("BENCH_API_WORKERS") or len(os.sched_getaffinity(0))))
 BULK_BATCH = 500  # issue 15: bulk submit measured with batches of 500
 BULK_CLIENTS = 4  # concurrent clients, each with one batch in flight
 BULK_SECONDS = SUBMIT_SECONDS

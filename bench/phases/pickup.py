@@ -36,9 +36,11 @@ async def pickup_ours(bench: Bench, poll_delay_s: float) -> dict[str, Any]:
         async with httpx.AsyncClient(base_url=bench.base_url, headers=headers, timeout=30) as client:
             for i in range(PICKUP_SAMPLES + WARMUP_SAMPLES):
                 # The clock starts before the request: a worker woken by the enqueue can start the job
-                # before the 202 gets back to us, so a clock started on the 202 could go negative.
+                # before the 202 gets back to us, so a clock started on the 202 could go negative. The
+                # request is built first, so the clock starts as the bytes go out.
+                request = client.build_request("POST", "/v1/jobs", content=JOB_BODY, headers=json_body)
                 sent = time.time()
-                resp = await client.post("/v1/jobs", content=JOB_BODY, headers=json_body)
+                resp = await client.send(request)
                 if resp.status_code != 202:
                     raise RuntimeError(f"submit answered {resp.status_code}: {resp.text[:300]}")
                 job_id = resp.json()["id"]
