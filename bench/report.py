@@ -198,8 +198,8 @@ def method_note(res: dict[str, Any]) -> str:
     drain = res.get("drain")
     if drain:
         note += (
-            "Drain: jobs queued with the workers stopped, then 2 worker processes on each side; rate from "
-            "the first completion seen to the last. "
+            f"Drain: jobs queued ({res.get('queued_with', 'app.jobs.service.submit')}) with the workers "
+            "stopped, then 2 worker processes on each side; rate from the first completion seen to the last. "
         )
         same = drain.get("raw_arq_2w", {}).get("settings")
         dflt = drain.get("raw_arq_defaults_2w", {}).get("settings")
