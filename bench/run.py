@@ -121,6 +121,7 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
 
 
 def main() -> None:
+    wanted_phases()  # a misspelt BENCH_PHASES stops here, before anything is installed or started
     ensure_bench_group()
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
