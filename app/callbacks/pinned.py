@@ -1,7 +1,7 @@
 """Callback POSTs pinned to the addresses the SSRF guard approved: the connection never resolves the host.
 
 The URL's host stays the `Host` header and, over https, the TLS SNI name and the name the certificate is
-verified against (httpcore's `sni_hostname` request extension); redirects are never followed.
+verified against (httpcore's `sni_hostname` request extension); no redirect is followed, no proxy used.
 """
 
 from __future__ import annotations
@@ -29,7 +29,12 @@ async def post_pinned(
     pinned_headers = {**headers, "Host": target.netloc.decode("ascii")}
     extensions = {"sni_hostname": target.raw_host.decode("ascii")}
     error: httpx.TransportError | None = None
-    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as client:
+    # Directly, never through HTTP(S)_PROXY from the environment: a tunnelling proxy would be handed the IP as
+    # the TLS name. SSL_CERT_FILE / SSL_CERT_DIR still choose the trusted CAs, as for every other client.
+    verify = httpx.create_ssl_context(trust_env=True)
+    async with httpx.AsyncClient(
+        timeout=timeout_s, follow_redirects=False, trust_env=False, verify=verify
+    ) as client:
         for address in addresses:
             request = client.build_request(
                 "POST",

@@ -150,3 +150,23 @@ async def test_a_redirect_answer_is_not_followed_and_counts_as_a_failed_try(
     assert [d.answered for d in receiver.received] == [307]
     assert elsewhere.received == []
     assert job["callback"] == {"status": "failed", "attempts": 1, "last_error": "HTTP 307"}
+
+
+async def test_callbacks_ignore_an_http_proxy_from_the_environment(
+    client: httpx.AsyncClient,
+    auth: dict[str, str],
+    env: Any,
+    started: list[Receiver],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await env.set(CALLBACK_ALLOWED_HOSTS=APPROVED)
+    proxy = Receiver().start("127.0.0.1")
+    receiver = Receiver().start(APPROVED)
+    started += [proxy, receiver]
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.port}")
+    rebinding(monkeypatch, APPROVED)
+    job = await deliver_one(client, auth, f"http://{HOST}:{receiver.port}{receiver.url_path}")
+    assert proxy.received == [], "a proxy would reach whatever it resolves the name to"
+    assert [d.answered for d in receiver.received] == [200]
+    assert job["callback"]["status"] == "delivered"
