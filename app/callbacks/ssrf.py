@@ -41,10 +41,24 @@ def _allowed(host: str, addresses: list[IPAddress], allow: list[str]) -> bool:
     return False
 
 
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv4-mapped, NAT64 (well-known prefix) or 6to4 address leads to."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address in NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address.sixtofour
+
+
 def _public(address: IPAddress) -> bool:
-    """A globally routable unicast address, IPv4-mapped IPv6 judged as the IPv4 address it carries."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """A globally routable unicast address; an IPv6 address carrying an IPv4 one must be public as both."""
+    if isinstance(address, ipaddress.IPv6Address):
+        inner = _embedded_ipv4(address)
+        if inner is not None and not _public(inner):
+            return False
     return (
         address.is_global
         and not address.is_multicast

@@ -21,6 +21,8 @@ def settings(*allowed: str) -> Settings:
         "http://100.64.0.1/x",
         "http://[::ffff:127.0.0.1]/x",  # loopback carried in IPv4-mapped IPv6
         "http://[::ffff:169.254.169.254]/latest",
+        "http://[64:ff9b::7f00:1]/x",  # NAT64 of 127.0.0.1
+        "http://[2002:a00:1::1]/x",  # 6to4 of 10.0.0.1
         "http://0.0.0.0:8080/x",
         "http://224.0.0.1/x",
         "http://198.18.0.1/x",  # benchmarking range
