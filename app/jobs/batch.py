@@ -15,6 +15,7 @@ from app.core import metrics, queue, tracing
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import IdempotencyConflict, OrchestratorError, ValidationFailed
+from app.core.ids import new_id
 from app.core.times import utcnow
 from app.jobs.repository import JobRepository
 from app.jobs.service import (
@@ -141,13 +142,12 @@ async def _insert(
     the INSERT fail on the (tenant, key) unique index, as in single submit: those items answer its job and
     the rest are inserted again. Rows go in key order, so two batches lock shared keys in the same order."""
     while items:
-        rows = [
-            (item, new_job_row(tenant, item.entry.request, item.checked, item.key, item.fingerprint, now))
-            for item in items
-        ]
         # Ids in request order: jobs of one ordering key in a batch (same created_at) run in that order.
-        for (_, row), job_id in zip(rows, sorted(row.id for _, row in rows), strict=True):
-            row.id = job_id
+        job_ids = sorted(new_id() for _ in items)
+        rows = [
+            (item, new_job_row(tenant, item.entry.request, item.checked, item.key, item.fingerprint, now, i))
+            for item, i in zip(items, job_ids, strict=True)
+        ]
         ordered = sorted(rows, key=lambda pair: (pair[0].key is not None, pair[0].key or ""))
         try:
             async with session_scope() as session:

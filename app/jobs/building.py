@@ -37,28 +37,39 @@ class JobSpec:
 def build_job(spec: JobSpec, now: datetime) -> ReportJob:
     """A new job row (not yet inserted): `scheduled` when `run_at` is in the future, else `pending`.
     A report type this process has not registered gets the settings' defaults."""
+    return ReportJob(**job_values(spec, now))
+
+
+def submit_row(spec: JobSpec, now: datetime, job_id: str | None = None) -> ReportJob:
+    """`build_job` at a fifth of its CPU, without the ORM's per-attribute bookkeeping: the row of a submit,
+    inserted with a Core statement and read as a document. It is read-only: never set or add it to a
+    session. `job_id` is given by a batch, whose ids follow its items' order."""
+    return ReportJob.model_construct(**job_values(spec, now, job_id))
+
+
+def job_values(spec: JobSpec, now: datetime, job_id: str | None = None) -> dict[str, Any]:
     settings = get_settings()
     rtype = registry.get(spec.report_type)
     scheduled = spec.run_at is not None and spec.run_at > now
-    return ReportJob(
-        id=new_id(),
-        tenant=spec.tenant,
-        report_type=spec.report_type,
-        params=spec.params,
-        status=JobStatus.SCHEDULED if scheduled else JobStatus.PENDING,
-        max_attempts=spec.max_attempts
+    return {
+        "id": job_id or new_id(),
+        "tenant": spec.tenant,
+        "report_type": spec.report_type,
+        "params": spec.params,
+        "status": JobStatus.SCHEDULED if scheduled else JobStatus.PENDING,
+        "max_attempts": spec.max_attempts
         or (rtype.max_attempts if rtype else None)
         or settings.default_max_attempts,
-        timeout_s=(rtype.timeout_s if rtype else None) or settings.job_timeout_s,
-        run_at=spec.run_at,
-        ordering_key=spec.ordering_key,
-        on_predecessor_dead=spec.on_predecessor_dead,
-        callback_url=spec.callback_url,
-        idempotency_key=spec.idempotency_key,
-        request_hash=spec.request_hash,
-        schedule_id=spec.schedule_id,
-        scheduled_for=spec.scheduled_for,
-        traceparent=tracing.current_traceparent(),
-        created_at=now,
-        updated_at=now,
-    )
+        "timeout_s": (rtype.timeout_s if rtype else None) or settings.job_timeout_s,
+        "run_at": spec.run_at,
+        "ordering_key": spec.ordering_key,
+        "on_predecessor_dead": spec.on_predecessor_dead,
+        "callback_url": spec.callback_url,
+        "idempotency_key": spec.idempotency_key,
+        "request_hash": spec.request_hash,
+        "schedule_id": spec.schedule_id,
+        "scheduled_for": spec.scheduled_for,
+        "traceparent": tracing.current_traceparent(),
+        "created_at": now,
+        "updated_at": now,
+    }

@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import and_, func, insert, or_, select
 from sqlalchemy.sql import ColumnElement
 
-from app.core.repository import Repository, insert_values, table_of
+from app.core.repository import Repository, table_of
 from app.core.states import REPLAYABLE, WAITING, AttemptKey, JobStatus, values
 from app.core.tenancy import TenantScope
 from app.models import ReportJob
@@ -36,15 +36,25 @@ class JobFilter:
     schedule_id: str | None = None
 
 
+JOB_COLUMNS = tuple(column.name for column in JOBS.columns)
+
+
+def _new_row_values(row: ReportJob) -> dict[str, object]:
+    """The INSERT's values of a new row (its id is always set): read from the instance's own dict, which a
+    new row has complete, instead of through the ORM's attribute machinery."""
+    held = vars(row)
+    return {name: held[name] if name in held else getattr(row, name) for name in JOB_COLUMNS}
+
+
 class JobRepository(Repository):
     async def add_job(self, row: ReportJob) -> None:
         # A Core INSERT: the ORM unit of work costs more than the statement on this hot path.
-        await self.session.execute(JOBS_INSERT, insert_values(JOBS, row))
+        await self.session.execute(JOBS_INSERT, _new_row_values(row))
 
     async def add_jobs(self, rows: Sequence[ReportJob]) -> None:
         """Many rows in one multi-row INSERT (executemany)."""
         if rows:
-            await self.session.execute(JOBS_INSERT, [insert_values(JOBS, row) for row in rows])
+            await self.session.execute(JOBS_INSERT, [_new_row_values(row) for row in rows])
 
     async def get_job(self, job_id: str, scope: TenantScope) -> ReportJob | None:
         # populate_existing: a caller that just ran a guarded UPDATE must see the row as it is now.

@@ -34,7 +34,7 @@ from app.core.storage import resolve_output
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
-from app.jobs.building import JobSpec, build_job
+from app.jobs.building import JobSpec, submit_row
 from app.jobs.effects import NO_EFFECTS, stage_terminal_effects, wake_next_in_order
 from app.jobs.repository import JobFilter, JobRepository
 from app.jobs.step_repository import StepRepository
@@ -118,9 +118,11 @@ def new_job_row(
     idempotency_key: str | None,
     fingerprint: str | None,
     now: datetime,
+    job_id: str | None = None,
 ) -> ReportJob:
+    """The new (read-only) row of a checked submit request."""
     rtype, params = checked
-    return build_job(
+    return submit_row(
         JobSpec(
             tenant=tenant,
             report_type=rtype.name,
@@ -134,6 +136,7 @@ def new_job_row(
             request_hash=fingerprint if idempotency_key else None,
         ),
         now,
+        job_id,
     )
 
 
