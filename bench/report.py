@@ -97,7 +97,13 @@ def markdown(res: dict[str, Any]) -> str:
         "",
         f"Machine: {m['nproc']} × {m['cpu_model']}, {m['memory']}; Python {m['python']}; {m['mariadb']}; "
         f"{m['redis']}; commit {m['git_commit'][:10]}{' (dirty tree)' if m['git_dirty'] else ''}; "
-        f"total {res['total_seconds']:.0f} s.",
+        f"total {res['total_seconds']:.0f} s"
+        + (
+            f" ({', '.join(f'{k} {v:.0f} s' for k, v in res['phase_seconds'].items())})"
+            if res.get("phase_seconds")
+            else ""
+        )
+        + ".",
         "",
         *lines,
         "",

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -93,25 +94,29 @@ def ensure_wrk() -> str | None:
 
 
 async def run_phases(bench: Bench) -> None:
-    """The phases BENCH_PHASES asks for, in their fixed order; the API runs from submit through pickup."""
+    """The phases BENCH_PHASES asks for, in their fixed order; the API runs from submit through pickup.
+    How long each took goes into the results (`phase_seconds`): the run's budget is shared between them."""
     wanted = wanted_phases()
+    seconds: dict[str, float] = bench.results.setdefault("phase_seconds", {})
+
+    async def timed(name: str, phase: Callable[[Bench], Awaitable[None]]) -> None:
+        if name in wanted:
+            began = time.perf_counter()
+            await phase(bench)
+            seconds[name] = round(time.perf_counter() - began, 1)
+
     await bench.connect()
     try:
         if "submit" in wanted:
-            await submit.run(bench)  # starts the API
+            await timed("submit", submit.run)  # starts the API
         elif "bulk" in wanted or "pickup" in wanted:
             await bench.start_api()
-        if "bulk" in wanted:
-            await bulk.run(bench)
-        if "drain" in wanted:
-            await drain.run(bench)
-        if "pickup" in wanted:
-            await pickup.run(bench)
+        await timed("bulk", bulk.run)
+        await timed("drain", drain.run)
+        await timed("pickup", pickup.run)
         bench.stop_api()  # the memory worker runs without it
-        if "memory" in wanted:
-            await memory.run(bench)
-        if "metrics" in wanted:
-            await metrics.run(bench)  # its own API processes (metrics on and off) and workers
+        await timed("memory", memory.run)
+        await timed("metrics", metrics.run)  # its own API processes (metrics on and off) and workers
     finally:
         await bench.close()
 
