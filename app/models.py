@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import configure_mappers
 from sqlmodel import Field, SQLModel
 
 from app.core.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
@@ -321,3 +322,8 @@ class ScheduleRun(SQLModel, table=True):
     reason: str | None = Field(default=None, max_length=16)  # missed | overlap | excluded_date | paused
     manual: bool = Field(default=False, nullable=False)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+# Rows built with model_construct (app/jobs/building.py) are read before any query would have configured
+# the ORM's mappers in a fresh process: configure them once, now that every model is defined.
+configure_mappers()
