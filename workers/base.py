@@ -11,12 +11,16 @@ import logging
 import time
 from typing import Any
 
+from arq.utils import timestamp_ms
 from arq.worker import Worker
+from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from app.core import queue
+from app.core.grouping import GroupCommit
 from app.fleet.schemas import ProcessKind
 from app.fleet.service import Presence
+from workers import claiming
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,8 @@ class OrchestratorWorker(Worker):
         # A non-Redis error in a wake-up poll is raised in the main loop, where arq would have raised it.
         self._wake_error: BaseException | None = None
         self._redis_failures = 0
+        self._claim_script: AsyncScript | None = None
+        self._finishes: GroupCommit[claiming.Finish, None] = GroupCommit(self.record_finishes)
 
     # ---- arq's seams ------------------------------------------------------------------------------------
 
@@ -89,6 +95,22 @@ class OrchestratorWorker(Worker):
         if self._wake_tasks:
             self._wake.set()
 
+    async def finish_job(
+        self,
+        job_id: str,
+        finish: bool,
+        result_data: bytes | None,
+        result_timeout_s: float | None,
+        keep_result_forever: bool,
+        incr_score: int | None,
+        keep_in_progress: float | None,
+    ) -> None:
+        """arq's finish_job, shared with the jobs finishing at the same time: one MULTI/EXEC for them all."""
+        done = claiming.Finish(
+            job_id, finish, result_data, result_timeout_s, keep_result_forever, incr_score, keep_in_progress
+        )
+        await self._finishes.submit(done)
+
     async def close(self) -> None:
         # Wake-ups stop first: while arq waits for the running jobs, a closing worker must not start new ones,
         # and the listener must let go of its connection before arq closes the pool.
@@ -96,6 +118,9 @@ class OrchestratorWorker(Worker):
         if self.presence is not None:
             await self.presence.stop()  # a clean stop leaves the registry at once
         await super().close()
+
+    async def record_finishes(self, finishes: list[claiming.Finish]) -> list[None]:
+        return await claiming.record_finishes(self.pool, self.queue_name, finishes)
 
     def jobs_running(self) -> int:
         return sum(not task.done() for task in self.tasks.values())
@@ -122,8 +147,46 @@ class OrchestratorWorker(Worker):
 
     async def poll_now(self) -> None:
         async with self._poll_lock:
-            await super()._poll_iteration()
-        await self.arm_wake_timer()
+            if self.burst and self.max_burst_jobs >= 0:
+                await super()._poll_iteration()  # arq counts its burst limit in its own poll
+                await self.arm_wake_timer()
+            else:
+                await self.claim_and_start()
+
+    async def claim_and_start(self) -> None:
+        """arq's poll iteration with one script instead of a ZRANGEBYSCORE plus four round trips per job id:
+        claim what the free slots can take, start it, reap finished tasks, beat arq's health check."""
+        slots = self.max_jobs - self.job_counter
+        head_score_ms: float | None = None
+        if self.allow_pick_jobs and slots > 0:
+            if self._claim_script is None:
+                self._claim_script = claiming.claim_script(self.pool)
+            claimed = await claiming.claim(
+                self._claim_script,
+                self.queue_name,
+                timestamp_ms(),
+                self.queue_read_limit,
+                slots,
+                int(self.in_progress_timeout_s * 1000),
+            )
+            head_score_ms = claimed.head_score_ms
+            if claimed.jobs and log.isEnabledFor(logging.DEBUG):
+                log.debug("claimed jobs", extra={"claimed": len(claimed.jobs), "free_slots": slots})
+            for job_id, score in claimed.jobs:
+                await self.sem.acquire()  # never waits: no more were claimed than there are free slots
+                self.job_counter += 1
+                task = self.loop.create_task(self.run_job(job_id, score))
+                task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+                self.tasks[job_id] = task
+        if self.allow_abort_jobs:
+            await self._cancel_aborted_jobs()
+        for job_id, task in list(self.tasks.items()):
+            if task.done():
+                del self.tasks[job_id]
+                task.result()  # as arq does: an error in run_job is raised here
+        await self.heart_beat()
+        if head_score_ms is not None:
+            self.arm_wake_timer_at(head_score_ms)
 
     async def run_wakeups(self) -> None:
         while True:
@@ -161,11 +224,13 @@ class OrchestratorWorker(Worker):
                         await pubsub.aclose()
 
     async def arm_wake_timer(self) -> None:
-        """Poll when the earliest deferred job falls due, if that comes before the next regular poll."""
         earliest = await self.pool.zrange(self.queue_name, 0, 0, withscores=True)
-        if not earliest:
-            return
-        wait_s = earliest[0][1] / 1000 - time.time()
+        if earliest:
+            self.arm_wake_timer_at(earliest[0][1])
+
+    def arm_wake_timer_at(self, score_ms: float) -> None:
+        """Poll when the earliest deferred job falls due, if that comes before the next regular poll."""
+        wait_s = score_ms / 1000 - time.time()
         if 0 < wait_s < self.poll_delay_s:
             if self._wake_timer is not None:
                 self._wake_timer.cancel()

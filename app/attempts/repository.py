@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, tuple_
 
 from app.core.repository import Repository, insert_values, table_of
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus
@@ -59,6 +59,72 @@ class AttemptRepository(Repository):
             from_statuses={JobStatus.RUNNING},
         )
 
+    async def lock_jobs(self, ids: list[str]) -> dict[str, ReportJob]:
+        """The jobs' rows, locked until the transaction ends (on MySQL; SQLite's BEGIN IMMEDIATE already holds
+        the only write lock), so that the starts decided from them hold when they are written."""
+        stmt = select(ReportJob).where(job.id.in_(ids)).with_for_update()
+        return {row.id: row for row in await self.all(stmt, ReportJob)}
+
+    async def start_many(self, rows: list[ReportJob], now: datetime, worker: str) -> int:
+        """`start` for several jobs in one statement; each row's own compare-and-set is in the WHERE, so
+        the count tells whether every one of them won."""
+        return await self.guarded_update(
+            JOBS,
+            [
+                job.id.in_([row.id for row in rows]),
+                tuple_(job.id, job.status, job.attempt, job.replay_count).in_(
+                    [(row.id, row.status.value, row.attempt, row.replay_count) for row in rows]
+                ),
+            ],
+            {
+                "status": JobStatus.RUNNING.value,
+                "attempt": job.attempt + 1,
+                "attempts_total": job.attempts_total + 1,
+                "heartbeat_at": now,
+                "started_at": now,
+                "next_attempt_at": None,
+                "worker": worker,
+                "updated_at": now,
+            },
+            from_statuses={row.status for row in rows},
+        )
+
+    async def lock_running(self, keys: list[AttemptKey]) -> set[str]:
+        """Which of `keys` are still their job's running attempt, with those rows locked until the end of
+        the transaction."""
+        stmt = (
+            select(job.id, job.status, job.attempt, job.replay_count)
+            .where(job.id.in_([key.job_id for key in keys]))
+            .with_for_update()
+        )
+        current = {row.id: row for row in (await self.session.execute(stmt)).all()}
+        mine: set[str] = set()
+        for key in keys:
+            row = current.get(key.job_id)
+            if (
+                row is not None
+                and row.status == JobStatus.RUNNING.value
+                and row.attempt == key.attempt
+                and row.replay_count == key.replay
+            ):
+                mine.add(key.job_id)
+        return mine
+
+    async def update_running_many(self, keys: list[AttemptKey], values: dict[str, Any]) -> int:
+        """`update_running` for several attempts at once (same values), each guarded by its own key."""
+        return await self.guarded_update(
+            JOBS,
+            [
+                job.id.in_([key.job_id for key in keys]),
+                job.status == JobStatus.RUNNING.value,
+                tuple_(job.id, job.attempt, job.replay_count).in_(
+                    [(key.job_id, key.attempt, key.replay) for key in keys]
+                ),
+            ],
+            values,
+            from_statuses={JobStatus.RUNNING},
+        )
+
     async def cancel_requested(self, key: AttemptKey) -> bool | None:
         """Whether this attempt was asked to stop; None if it is no longer the job's running attempt."""
         stmt = select(job.status, job.attempt, job.replay_count, job.cancel_requested).where(
@@ -91,6 +157,27 @@ class AttemptRepository(Repository):
 
     async def add_attempt(self, row: JobAttempt) -> None:
         await self.session.execute(ATTEMPTS_INSERT, insert_values(ATTEMPTS, row))
+
+    async def add_attempts(self, rows: list[JobAttempt]) -> None:
+        """One multi-row INSERT (the driver's executemany)."""
+        await self.session.execute(ATTEMPTS_INSERT, [insert_values(ATTEMPTS, row) for row in rows])
+
+    async def finish_attempts(
+        self, keys: list[AttemptKey], outcome: AttemptOutcome, now: datetime, error: dict[str, Any] | None
+    ) -> int:
+        """`finish_attempt` for several attempts with the same outcome, in one statement."""
+        stmt = (
+            ATTEMPTS.update()
+            .where(
+                attempt.job_id.in_([key.job_id for key in keys]),
+                tuple_(attempt.job_id, attempt.attempt, attempt.replay).in_(
+                    [(key.job_id, key.attempt, key.replay) for key in keys]
+                ),
+                attempt.outcome == AttemptOutcome.RUNNING.value,
+            )
+            .values(outcome=outcome.value, finished_at=now, error=error)
+        )
+        return await self.rowcount(stmt)
 
     async def finish_attempt(
         self, key: AttemptKey, outcome: AttemptOutcome, now: datetime, error: dict[str, Any] | None

@@ -15,7 +15,7 @@ from opentelemetry.trace import Span
 from pydantic import ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from app.attempts import service
+from app.attempts import group_commit, service
 from app.attempts.steps import run_steps
 from app.core import tracing
 from app.core.config import get_settings
@@ -89,7 +89,7 @@ async def run_job(job_id: str, worker: str, traceparent: str | None = None) -> R
     """
     with contextlib.ExitStack() as stack:
         span = stack.enter_context(tracing.span("attempt", parent=traceparent)) if traceparent else None
-        decision = await service.start_attempt(job_id, worker)
+        decision = await group_commit.start_attempt(job_id, worker)
         if not isinstance(decision, service.Started):
             tracing.rename(span, "attempt.skipped")
             tracing.annotate(span, {"job.id": job_id, "attempt.skipped": type(decision).__name__})
@@ -154,7 +154,7 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
     async for attempt in record_retrying():
         with attempt:
             if outcome == AttemptOutcome.SUCCEEDED:
-                if not await service.complete_attempt(key, ctx.output_info):
+                if not await group_commit.complete_attempt(key, ctx.output_info):
                     await service.note_late_result(key, outcome)
                 return RunResult(detail="done")
             if outcome == AttemptOutcome.CANCELLED:

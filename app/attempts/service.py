@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -69,56 +69,88 @@ def error_dict(exc_type: str, message: str, retryable: bool) -> dict[str, Any]:
     return {"type": exc_type, "message": message[:2000], "retryable": retryable}
 
 
+def precheck(job: ReportJob | None, now: datetime) -> NotDue | Skip | None:
+    """Why a delivery cannot start this job now (None: it may, ordering key aside)."""
+    if job is None:
+        return Skip("job not found")
+    if job.status not in STARTABLE:
+        return Skip(f"job is {job.status.value}")
+    due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
+    if job.status != JobStatus.PENDING and due_at is not None and due_at > now:
+        return NotDue((due_at - now).total_seconds())
+    return None
+
+
+async def blocker_of(jobs: JobRepository, job: ReportJob) -> Blocked | None:
+    """An unfinished predecessor on the job's ordering key, noted on the job (`blocked_by`)."""
+    blocker = await jobs.ordering_blocker(job)
+    if blocker is None:
+        return None
+    if job.blocked_by != blocker:
+        await jobs.set_blocked_by(job.id, blocker)
+    return Blocked(blocker)
+
+
+def new_attempt(job: ReportJob, now: datetime, worker: str) -> tuple[AttemptKey, JobAttempt]:
+    """The key and attempt row of the attempt that starting `job` (as read before the start) begins."""
+    key = AttemptKey(
+        job.id,
+        job.attempt + 1,
+        job.replay_count,
+        has_effects=bool(job.callback_url or job.ordering_key),
+        report_type=job.report_type,
+        tenant=job.tenant,
+        created_at=job.created_at,
+        started_at=now,
+    )
+    row = JobAttempt(
+        job_id=job.id,
+        replay=key.replay,
+        attempt=key.attempt,
+        started_at=now,
+        outcome=AttemptOutcome.RUNNING,
+        worker=worker,
+    )
+    return key, row
+
+
+def mark_started(job: ReportJob, key: AttemptKey, now: datetime) -> Started:
+    """After the commit: the (detached) row as it now is in the database, and the start counted."""
+    waiting_since = eligible_since(job)
+    job.status = JobStatus.RUNNING
+    job.attempt = key.attempt
+    job.attempts_total += 1
+    job.started_at = now
+    metrics.observe_start(job, waiting_since, now)
+    return Started(job, key)
+
+
 async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip | Blocked:
-    """CAS a startable, due job to running; a second delivery of the same job gets Skip."""
+    """CAS a startable, due job to running; a second delivery of the same job gets Skip.
+
+    The worker starts jobs through `app.attempts.group_commit`, which shares one transaction between the
+    starts that arrive together and comes back here for a start on its own.
+    """
     now = utcnow()
     async with session_scope() as session:
         jobs, attempts = JobRepository(session), AttemptRepository(session)
         job = await jobs.get_job(job_id, EVERY_TENANT)
-        if job is None:
-            return Skip("job not found")
-        if job.status not in STARTABLE:
-            return Skip(f"job is {job.status.value}")
-        due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
-        if job.status != JobStatus.PENDING and due_at is not None and due_at > now:
-            return NotDue((due_at - now).total_seconds())
+        refused = precheck(job, now)
+        if refused is not None:
+            return refused
+        assert job is not None
         if job.ordering_key:
-            blocker = await jobs.ordering_blocker(job)
-            if blocker is not None:
-                if job.blocked_by != blocker:
-                    await jobs.set_blocked_by(job.id, blocker)
-                return Blocked(blocker)
+            blocked = await blocker_of(jobs, job)
+            if blocked is not None:
+                return blocked
             # Stamped after the predecessor was seen finished: its finished_at comes before this started_at.
             now = utcnow()
-        waiting_since = eligible_since(job)
         if await attempts.start(job, now, worker) != 1:
             return Skip("another delivery started this job")
-        key = AttemptKey(
-            job.id,
-            job.attempt + 1,
-            job.replay_count,
-            has_effects=bool(job.callback_url or job.ordering_key),
-            report_type=job.report_type,
-            tenant=job.tenant,
-            created_at=job.created_at,
-            started_at=now,
-        )
-        await attempts.add_attempt(
-            JobAttempt(
-                job_id=job.id,
-                replay=key.replay,
-                attempt=key.attempt,
-                started_at=now,
-                outcome=AttemptOutcome.RUNNING,
-                worker=worker,
-            )
-        )
-        job.status = JobStatus.RUNNING
-        job.attempt = key.attempt
-        job.attempts_total += 1
-        job.started_at = now
-    metrics.observe_start(job, waiting_since, now)
-    return Started(job, key)
+        key, row = new_attempt(job, now, worker)
+        await attempts.add_attempt(row)
+    # Only now, with the session closed: changing the row inside it would flush one more UPDATE.
+    return mark_started(job, key, now)
 
 
 async def heartbeat(key: AttemptKey, progress: float | None) -> tuple[bool, bool]:
@@ -133,13 +165,12 @@ async def heartbeat(key: AttemptKey, progress: float | None) -> tuple[bool, bool
     return False, False
 
 
-async def _effects(session: AsyncSession, key: AttemptKey) -> TerminalEffects:
+async def terminal_effects(session: AsyncSession, key: AttemptKey) -> TerminalEffects:
     return await stage_terminal_effects(session, key.job_id) if key.has_effects else NO_EFFECTS
 
 
-async def complete_attempt(key: AttemptKey, output: OutputInfo | None) -> bool:
-    """Running → done for this attempt only; False if the attempt was superseded meanwhile."""
-    now = utcnow()
+def done_values(now: datetime, output: OutputInfo | None) -> dict[str, Any]:
+    """The job's columns once its running attempt succeeded."""
     values: dict[str, Any] = {
         "status": JobStatus.DONE.value,
         "finished_at": now,
@@ -150,15 +181,40 @@ async def complete_attempt(key: AttemptKey, output: OutputInfo | None) -> bool:
     }
     if output is not None:
         values.update(output.columns())
+    return values
+
+
+def after_done(key: AttemptKey, now: datetime) -> None:
+    """Counted and logged once the success is committed (one structured line per terminal transition)."""
+    metrics.count_attempt(key, AttemptOutcome.SUCCEEDED, key.started_at, now)
+    metrics.count_terminal(key, JobStatus.DONE, key.created_at, now)
+    log_terminal(key, JobStatus.DONE)
+
+
+def log_terminal(key: AttemptKey, status: JobStatus) -> None:
+    if log.isEnabledFor(logging.INFO):
+        log.info(
+            "job finished",
+            extra={
+                "job_id": key.job_id,
+                "status": status.value,
+                "attempt": key.attempt,
+                "replay": key.replay,
+            },
+        )
+
+
+async def complete_attempt(key: AttemptKey, output: OutputInfo | None) -> bool:
+    """Running → done for this attempt only; False if the attempt was superseded meanwhile."""
+    now = utcnow()
     async with session_scope() as session:
         attempts = AttemptRepository(session)
-        if await attempts.update_running(key, values) != 1:
+        if await attempts.update_running(key, done_values(now, output)) != 1:
             log.warning("late success discarded", extra={"job_id": key.job_id, "attempt": key.attempt})
             return False
         await attempts.finish_attempt(key, AttemptOutcome.SUCCEEDED, now, None)
-        effects = await _effects(session, key)
-    metrics.count_attempt(key, AttemptOutcome.SUCCEEDED, key.started_at, now)
-    metrics.count_terminal(key, JobStatus.DONE, key.created_at, now)
+        effects = await terminal_effects(session, key)
+    after_done(key, now)
     await effects.publish()
     return True
 
@@ -205,13 +261,14 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
                     expire_at=now + timedelta(seconds=settings.dead_letter_ttl_s),
                 )
             )
-            effects = await _effects(session, key)
+            effects = await terminal_effects(session, key)
     labels = _labelled(key, job)
     metrics.count_attempt(labels, outcome, key.started_at or job.started_at, now)
     if target == JobStatus.RETRYING:
         metrics.count_retry(labels)
     else:
         metrics.count_terminal(labels, target, job.created_at, now)
+        log_terminal(key, target)
     if letter_id is not None:
         await queue.enqueue_dead_letter(letter_id)
     await effects.publish()
@@ -233,9 +290,10 @@ async def finish_cancelled(key: AttemptKey) -> bool:
         if await attempts.update_running(key, values) != 1:
             return False
         await attempts.finish_attempt(key, AttemptOutcome.CANCELLED, now, error)
-        effects = await _effects(session, key)
+        effects = await terminal_effects(session, key)
     metrics.count_attempt(key, AttemptOutcome.CANCELLED, key.started_at, now)
     metrics.count_terminal(key, JobStatus.CANCELLED, key.created_at, now)
+    log_terminal(key, JobStatus.CANCELLED)
     await effects.publish()
     return True
 

@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     api_key_cache_ttl_s: float = Field(2.0, ge=0)
     worker_max_jobs: int = Field(10, gt=0)
     worker_poll_delay_s: float = Field(0.5, gt=0)
+    # Concurrent attempts of one worker process that start (or succeed) together share one transaction;
+    # 1 turns group commit off.
+    worker_group_commit_max_jobs: int = Field(64, ge=1, le=1000)
     worker_shutdown_grace_s: float = Field(30.0, ge=0)
     queue_name: str = "arq:queue"
     dead_letter_queue_name: str = "arq:dead-letters"

@@ -120,6 +120,15 @@ def is_db_outage(exc: BaseException) -> bool:
     return False
 
 
+LOCK_CONFLICT_CODES = frozenset({1205, 1213})  # lock wait timeout, deadlock
+
+
+def is_lock_conflict(exc: BaseException) -> bool:
+    """A deadlock or lock wait: another transaction was in the way, the database itself is fine."""
+    args: tuple[Any, ...] = getattr(getattr(exc, "orig", None), "args", ())
+    return isinstance(exc, DBAPIError) and bool(args) and args[0] in LOCK_CONFLICT_CODES
+
+
 def outage_retrying(for_s: float, max_wait_s: float = 5.0) -> AsyncRetrying:
     """Retries a block while the database is unreachable (0.1, 0.2, 0.4 … `max_wait_s` s apart), for about
     `for_s` seconds plus the last try; then, or at once for a SQL or schema bug, the error is raised.

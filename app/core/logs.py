@@ -34,6 +34,16 @@ class TextFormatter(logging.Formatter):
         return f"{head} {pairs}{newline}{tail}"
 
 
+class ArqJobLines(logging.Filter):
+    """Drops arq's two INFO lines per job (`  0.01s → …` and `  0.01s ← …`): the attempt service logs one
+    structured line per terminal transition instead. Warnings, errors and LOG_LEVEL=DEBUG keep them all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO or logging.getLogger().isEnabledFor(logging.DEBUG):
+            return True
+        return not (isinstance(record.msg, str) and record.msg.startswith("%6.2fs"))
+
+
 def setup_logging(process: str) -> None:
     settings = get_settings()
     handler = logging.StreamHandler(sys.stderr)
@@ -55,3 +65,6 @@ def setup_logging(process: str) -> None:
     # httpx logs every request URL at INFO; webhook URLs carry tokens (DingTalk's access_token).
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    arq_worker = logging.getLogger("arq.worker")
+    if not any(isinstance(f, ArqJobLines) for f in arq_worker.filters):
+        arq_worker.addFilter(ArqJobLines())

@@ -25,8 +25,9 @@ BASE_ENV = {
 
 
 async def reset_process_state() -> None:
-    """Forget cached settings, engine, Redis pool, metrics and the gauges' snapshot: the next use reads the
-    current environment and counts from zero."""
+    """Forget cached settings, engine, Redis pool, metrics, the gauges' snapshot and the group committers:
+    the next use reads the current environment and counts from zero."""
+    from app.attempts import group_commit
     from app.core import queue
     from app.core.config import reset_settings
     from app.core.db import dispose_engine
@@ -38,3 +39,4 @@ async def reset_process_state() -> None:
     reset_settings()
     reset_metrics()
     forget_snapshot()
+    group_commit.reset()

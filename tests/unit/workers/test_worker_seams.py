@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from workers.base import OrchestratorWorker
 
 # Public methods of arq's Worker we override; every `_` method we define must override one of arq's too.
-ARQ_PUBLIC_SEAMS = {"close", "main", "async_run"}
+ARQ_PUBLIC_SEAMS = {"close", "main", "async_run", "finish_job"}
 SEAMS = ("_poll_iteration", "_release_sem_dec_counter_on_complete")
 
 

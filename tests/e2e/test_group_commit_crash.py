@@ -1,0 +1,88 @@
+"""A worker SIGKILLed in the middle of a group commit, for real: the shared transaction is caught half done
+(job rows already updated, the attempts' update waiting on a lock the test holds), then the worker dies."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import Counter
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from tests.utils.jobs import get_attempts, parse_ts, submit_many, wait_job
+from tests.utils.polling import eventually
+from tests.utils.stack import Stack
+
+pytestmark = pytest.mark.timeout(180)
+
+JOBS = 24
+ULID = re.compile(r"\b[0-9A-HJKMNP-TV-Z]{26}\b")
+
+
+async def test_sigkill_during_a_group_commit_loses_nothing_and_runs_nothing_twice(stack: Stack) -> None:
+    stack.start_api()
+    victim = stack.start_worker(WORKER_MAX_JOBS=JOBS)
+    async with stack.client() as client:
+        bodies = [{"report_type": "demo.sleep", "params": {"seconds": 1.5}}] * JOBS
+        job_ids = await submit_many(client, None, bodies)
+        await eventually(lambda: stack.status_counts().get("running") == JOBS, 20, "every job running", 0.05)
+
+        # Jobs that started in one shared transaction carry the same started_at; they also finish together.
+        started = Counter(stack.sql("SELECT started_at FROM report_jobs")[i][0] for i in range(JOBS))
+        stamp, together = started.most_common(1)[0]
+        assert together >= 2, f"no two jobs started in one group commit: {started}"
+        target = stack.scalar(f"SELECT id FROM report_jobs WHERE started_at = '{stamp}' LIMIT 1")
+
+        # Hold that job's attempt row: the success flush that carries it stops at its attempts UPDATE, after
+        # it has already moved its jobs' rows to done, inside its still-open transaction.
+        holder = create_async_engine(stack.servers.db.url)
+        try:
+            async with holder.connect() as conn:
+                await conn.execute(
+                    text("SELECT * FROM job_attempts WHERE job_id = :id FOR UPDATE"), {"id": target}
+                )
+                # The server is running the shared UPDATE of several jobs' attempts, waiting on the lock.
+                waiting: set[str] = await eventually(
+                    lambda: (found := jobs_in_a_waiting_attempts_update(stack)) and len(found) >= 2 and found,
+                    20,
+                    "a success flush of several jobs waiting on the held attempt row",
+                    0.02,
+                )
+                assert target in waiting
+                # Its jobs' rows were already updated in the open transaction: committed, they are running.
+                in_list = ", ".join(f"'{job_id}'" for job_id in waiting)
+                assert stack.status_counts(f"id IN ({in_list})") == {"running": len(waiting)}
+                victim.kill()
+                await conn.rollback()
+        finally:
+            await holder.dispose()
+
+        stack.start_worker()
+        stack.start_scheduler()
+        jobs = [await wait_job(client, None, job_id, within_s=60) for job_id in job_ids]
+        histories = {job_id: await get_attempts(client, None, job_id) for job_id in job_ids}
+
+    assert [job["status"] for job in jobs] == ["done"] * JOBS, jobs
+    for job_id, history in histories.items():
+        outcomes = [attempt["outcome"] for attempt in history]
+        # The killed transaction never committed: those jobs were still running attempt 1, which the stuck
+        # scan declared lost; every other job kept its one committed success.
+        assert outcomes in (["succeeded"], ["lost", "succeeded"]), (job_id, history)
+        assert_no_overlap(history)
+    # Exactly the jobs of the killed transaction ran again; their first success was never recorded.
+    assert {job_id for job_id, h in histories.items() if len(h) == 2} == waiting
+
+
+def jobs_in_a_waiting_attempts_update(stack: Stack) -> set[str]:
+    """Job ids named by an `UPDATE job_attempts` the server is running now (waiting on the lock)."""
+    rows = stack.sql("SELECT info FROM information_schema.processlist WHERE info LIKE 'UPDATE job_attempts%'")
+    return {match for row in rows for match in ULID.findall(row[0])}
+
+
+def assert_no_overlap(history: list[dict[str, Any]]) -> None:
+    for earlier, later in itertools.pairwise(history):
+        assert earlier["finished_at"] is not None, history
+        assert parse_ts(earlier["finished_at"]) <= parse_ts(later["started_at"]), history
