@@ -21,6 +21,7 @@ from app.core import tracing
 from app.core.config import get_settings
 from app.core.db import is_db_outage
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus
+from app.core.storage import get_output_store
 from app.models import ReportJob
 from app.reports.base import PermanentError, ReportContext
 from app.reports.registry import registry
@@ -122,6 +123,7 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
         replay=key.replay,
         attempts_total=job.attempts_total,
         output_root=settings.output_dir,
+        store=get_output_store(),
         schedule_id=job.schedule_id,
         scheduled_for=job.scheduled_for,
     )
@@ -142,7 +144,7 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
             outcome, error = classify(exc)
     if outcome is None and rtype is not None:
         work = run_steps(ctx, params, rtype, key) if rtype.steps else rtype.fn(ctx, params)  # type: ignore[misc]
-        outcome, error = await _run_report(work, job.timeout_s, key, ctx)
+        outcome, error = await _run_report(ctx.run_and_publish(work), job.timeout_s, key, ctx)
     tracing.annotate(
         span,
         {"attempt.outcome": outcome.value if outcome else AttemptOutcome.SUPERSEDED.value},

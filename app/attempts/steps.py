@@ -78,6 +78,7 @@ async def run_steps(ctx: ReportContext, params: Any, rtype: ReportType, key: Att
         ctx.output_info = None
         try:
             await step.fn(ctx, params)
+            await ctx.publish()  # uploaded before the job names it; an outage fails the step
         except Exception as exc:
             error = error_dict(
                 type(exc).__name__,

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import ImmutableMultiDict
 
@@ -38,6 +38,7 @@ from app.core.states import CANCELLABLE, REPLAYABLE, JobStatus
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.jobs import service as jobs_service
 from app.jobs.repository import JobFilter
+from app.jobs.routes import output_response
 from app.jobs.schemas import JobPublic
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -303,16 +304,12 @@ async def job_page(request: Request, viewer: ViewerDep, job_id: str) -> Response
 
 
 @router.get("/jobs/{job_id}/output")
-async def job_output(viewer: ViewerDep, job_id: str) -> FileResponse:
-    """The report file, exactly as `GET /v1/jobs/{id}/output` serves it (tenant check, name, type)."""
+async def job_output(viewer: ViewerDep, job_id: str) -> Response:
+    """The report file, exactly as `GET /v1/jobs/{id}/output` serves it (tenant check, name, type, link)."""
     check_id(job_id)
     with readable_errors():
-        job, path = await jobs_service.get_output(job_id, viewer.principal.tenant_scope)
-    return FileResponse(
-        path,
-        media_type=job.output_content_type or "application/octet-stream",
-        filename=job.output_filename or path.name,
-    )
+        job, stored = await jobs_service.get_output(job_id, viewer.principal.tenant_scope)
+    return output_response(job, stored)
 
 
 @router.post("/jobs/{job_id}/cancel")

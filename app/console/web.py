@@ -32,7 +32,7 @@ from app.console.session import (
     tokens_match,
 )
 from app.core.config import get_settings
-from app.core.errors import Conflict, NotFound, OrchestratorError, ValidationFailed
+from app.core.errors import Conflict, NotFound, OrchestratorError, Unavailable, ValidationFailed
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -127,6 +127,8 @@ def readable_errors() -> Iterator[None]:
             f"{'.'.join(str(p) for p in e.get('loc', []))}: {e.get('msg')}" for e in exc.errors
         )
         raise ConsoleProblem(422, f"{exc.detail} {fields}".strip()) from exc
+    except Unavailable as exc:  # the object store (or MySQL) did not answer
+        raise ConsoleProblem(503, exc.detail) from exc
     except OrchestratorError as exc:
         raise ConsoleProblem(400, exc.detail) from exc
 

@@ -5,6 +5,7 @@ Times are seconds and may be fractional so tests can run the whole state machine
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
@@ -35,6 +36,17 @@ class Settings(BaseSettings):
     dead_letter_retention_s: float = Field(90 * 86400.0, gt=0)
     job_retention_s: float = Field(259200.0, gt=0)
     output_dir: Path = Path("./var/outputs")
+    # "local" keeps report files in OUTPUT_DIR; "s3://bucket/prefix" puts them in an S3-compatible store, and
+    # OUTPUT_DIR is then only each process's own scratch space (a report is spooled there, then uploaded).
+    output_storage: str = "local"
+    output_s3_endpoint_url: str | None = None  # unset: AWS_ENDPOINT_URL, else AWS itself
+    output_s3_region: str | None = None  # unset: AWS_REGION / AWS_DEFAULT_REGION
+    output_s3_access_key_id: SecretStr | None = None  # unset: AWS_ACCESS_KEY_ID (or the instance's role)
+    output_s3_secret_access_key: SecretStr | None = None
+    output_s3_path_style: bool | None = None  # unset: path-style exactly when an endpoint is set (MinIO)
+    output_s3_timeout_s: float = Field(30.0, gt=0)  # connect timeout, and how long one request is retried
+    # > 0: a download answers 307 to a presigned link valid this long; 0: the API streams the object itself.
+    output_link_ttl_s: float = Field(60.0, ge=0)
     dingtalk_webhook_url: SecretStr | None = None
     dingtalk_secret: SecretStr | None = None
     feishu_webhook_url: SecretStr | None = None
@@ -112,6 +124,14 @@ class Settings(BaseSettings):
             return [m.strip() for m in value.split(",") if m.strip()]
         return value
 
+    @field_validator("output_storage")
+    @classmethod
+    def _storage_url(cls, value: str) -> str:
+        value = value.strip()
+        if value == "local" or re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,62}(/[^?#]*)?", value):
+            return value.rstrip("/")
+        raise ValueError("OUTPUT_STORAGE must be 'local' or 's3://bucket[/prefix]'")
+
     @field_validator("retry_delays_s", "callback_retry_delays_s")
     @classmethod
     def _delays_non_negative(cls, value: list[float]) -> list[float]:
@@ -170,6 +190,16 @@ class Settings(BaseSettings):
     def worker_live_for_s(self) -> float:
         """A process whose last announcement is older than this is gone (so within 2 heartbeats of dying)."""
         return 1.5 * self.worker_heartbeat_s
+
+    @property
+    def object_store_options(self) -> tuple[tuple[str, object], ...]:
+        """The OUTPUT_S3_* and OUTPUT_LINK_TTL_S values as a hashable tuple (the store is cached on it)."""
+        secrets = {"output_s3_access_key_id", "output_s3_secret_access_key"}
+        names = sorted(n for n in type(self).model_fields if n.startswith(("output_s3_", "output_link_")))
+        values = {n: getattr(self, n) for n in names}
+        return tuple(
+            (n, v.get_secret_value() if n in secrets and v is not None else v) for n, v in values.items()
+        )
 
     @property
     def effective_redis_url(self) -> str:

@@ -9,7 +9,7 @@ import asyncio
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError, field_serializer
 
 from app.api.deps import PrincipalDep
@@ -20,6 +20,7 @@ from app.api.schemas import Problem
 from app.core.config import get_settings
 from app.core.errors import OrchestratorError, RateLimited, ValidationFailed
 from app.core.states import JobStatus, is_terminal
+from app.core.storage import StoredOutput, content_disposition
 from app.core.wire import IsoDateTime
 from app.jobs import service
 from app.jobs.batch import BatchEntry, BatchOutcome, submit_batch
@@ -34,6 +35,7 @@ from app.jobs.schemas import (
     StepPublic,
 )
 from app.jobs.service import SubmitResult
+from app.models import ReportJob
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -219,18 +221,37 @@ async def get_job(
             "description": "The report file, with the content type the report declared (a CSV, text, or "
             "any other type a report type writes)",
         },
+        307: {
+            "description": "With an object store (OUTPUT_STORAGE=s3://…) and OUTPUT_LINK_TTL_S > 0: the file "
+            "is at the presigned link in `Location`, valid for OUTPUT_LINK_TTL_S seconds",
+            "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}},
+        },
         **problem_responses(401, 403, 404, 409, 503),
     },
     summary="Download a finished job's report file",
 )
-async def get_job_output(job_id: JobId, principal: PrincipalDep) -> FileResponse:
+async def get_job_output(job_id: JobId, principal: PrincipalDep) -> Response:
+    """With an object store and OUTPUT_LINK_TTL_S > 0, a 307 to a presigned link valid that long."""
     check_id(job_id)
-    job, path = await service.get_output(job_id, principal.tenant_scope)
-    return FileResponse(
-        path,
-        media_type=job.output_content_type or "application/octet-stream",
-        filename=job.output_filename or path.name,
-    )
+    job, stored = await service.get_output(job_id, principal.tenant_scope)
+    return output_response(job, stored)
+
+
+def output_response(job: ReportJob, stored: StoredOutput) -> Response:
+    """The file itself, the object streamed through, or a 307 to a presigned link (also the console's)."""
+    media_type = job.output_content_type or "application/octet-stream"
+    if stored.path is not None:
+        filename = job.output_filename or stored.path.name
+        return FileResponse(stored.path, media_type=media_type, filename=filename)
+    if stored.link is not None:
+        # The object carries the same Content-Type and Content-Disposition (stored with it at upload).
+        return RedirectResponse(stored.link, status_code=307, headers={"Cache-Control": "no-store"})
+    assert stored.chunks is not None
+    headers = {
+        "Content-Disposition": content_disposition(job.output_filename or "report.bin"),
+        "Content-Length": str(stored.size),
+    }
+    return StreamingResponse(stored.chunks, media_type=media_type, headers=headers)
 
 
 @router.post(
@@ -238,10 +259,17 @@ async def get_job_output(job_id: JobId, principal: PrincipalDep) -> FileResponse
     status_code=202,
     response_model=JobPublic,
     responses=problem_responses(401, 403, 404, 409, 503),
-    summary="Cancel a job",
+    summary="Cancel a job (a request, for a running job)",
 )
 async def cancel_job(job_id: JobId, principal: PrincipalDep) -> Response:
-    """Waiting jobs are cancelled at once; a running job is asked to stop and ends `cancelled` shortly."""
+    """A `pending`, `scheduled` or `retrying` job is cancelled at once (202, `status: cancelled`).
+
+    For a `running` job the cancel is a request: the answer is 202 with `status: running`,
+    `cancel_requested: true` and `cancel_requested_at`. The job keeps running until its worker notices the
+    request at its next heartbeat (every `STUCK_AFTER_S / 4`, at most 10 s) and ends `cancelled`, its attempt
+    `cancelled`. A report that finishes first ends `done` (a failure ends `dead` if permanent, else
+    `cancelled` without a retry): the job keeps `cancel_requested` and its time, and its attempt shows
+    `finished_before_cancel: true`. A job that is already `done`, `dead` or `cancelled` answers 409."""
     check_id(job_id)
     job = await service.cancel(job_id, principal.tenant_scope)
     return _job_answer(JobPublic.of(job), 202)

@@ -12,7 +12,6 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -30,7 +29,7 @@ from app.core.errors import (
     ValidationFailed,
 )
 from app.core.states import REPLAYABLE, TERMINAL, AttemptKey, JobStatus
-from app.core.storage import resolve_output
+from app.core.storage import StoredOutput, get_output_store
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
@@ -204,14 +203,18 @@ async def list_jobs(flt: JobFilter, before_id: str | None, limit: int) -> list[R
         return await JobRepository(session).list_jobs(flt, before_id, limit)
 
 
-async def get_output(job_id: str, scope: TenantScope) -> tuple[ReportJob, Path]:
+async def get_output(job_id: str, scope: TenantScope) -> tuple[ReportJob, StoredOutput]:
+    """The done job's file as its store hands it over (a path, a stream or a presigned link); an object
+    store that does not answer raises OutputStoreUnavailable (503)."""
     job = await get_job(job_id, scope)
     if job.status != JobStatus.DONE:
         raise OutputNotReady(f"Job {job_id} is {job.status.value}; its output exists once it is done.")
-    path = resolve_output(get_settings().output_dir, job.output_path or "") if job.output_path else None
-    if path is None:
+    # Keys are ours (`{job_id}/r…-a…/{name}`): a row naming anything else is not served.
+    key = job.output_path or ""
+    stored = await get_output_store().fetch(key) if key.startswith(f"{job.id}/") else None
+    if stored is None:
         raise NotFound(f"Job {job_id} has no output file (it may have been purged).")
-    return job, path
+    return job, stored
 
 
 async def list_steps(job_id: str, scope: TenantScope) -> list[JobStep]:

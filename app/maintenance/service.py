@@ -19,7 +19,7 @@ from app.core import queue, tracing
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.states import JobStatus
-from app.core.storage import delete_job_outputs
+from app.core.storage import OutputStoreUnavailable, get_output_store
 from app.core.times import utcnow
 from app.dead_letters.service import archive_and_purge, republish_pending
 from app.fleet import service as fleet
@@ -79,18 +79,32 @@ def _reenqueue_span(job: ReportJob, reason: str) -> AbstractContextManager[Any]:
 
 
 async def purge_expired_jobs() -> int:
+    """Delete expired jobs with their files. Files go first: a job whose files could not be deleted (the
+    object store is down) keeps its row, so the next tick tries again and no object is ever orphaned."""
     settings = get_settings()
     now = utcnow()
     cutoff = now - timedelta(seconds=settings.job_retention_s)
     idempotent_cutoff = now - timedelta(seconds=settings.idempotency_ttl_s)
     async with session_scope() as session:
-        repo = MaintenanceRepository(session)
-        ids = await repo.expired_job_ids(cutoff, idempotent_cutoff, PURGE_BATCH)
-        if ids:
-            await repo.delete_jobs(ids)
+        ids = await MaintenanceRepository(session).expired_job_ids(cutoff, idempotent_cutoff, PURGE_BATCH)
+    store = get_output_store()
+    gone: list[str] = []
     for job_id in ids:
-        delete_job_outputs(settings.output_dir, job_id)
-    return len(ids)
+        try:
+            await store.delete_job(job_id)
+        except OutputStoreUnavailable:
+            log.warning("retention: output store unavailable; expired jobs kept until the next tick")
+            break
+        gone.append(job_id)
+    if not gone:
+        return 0
+    async with session_scope() as session:
+        repo = MaintenanceRepository(session)
+        # Still expired (a replay in between brought a cancelled job back to life): only those go.
+        still = set(await repo.expired_job_ids(cutoff, idempotent_cutoff, PURGE_BATCH)) & set(gone)
+        if still:
+            await repo.delete_jobs(sorted(still))
+    return len(still)
 
 
 async def run_tick(use_lease: bool = True) -> dict[str, Any]:

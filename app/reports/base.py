@@ -1,18 +1,20 @@
 """What a report function receives and may raise.
 
-`ReportContext.output()` writes the report file atomically; `set_progress()` is flushed by the heartbeat.
+`ReportContext.output()` writes the report file atomically (spooled to local disk, then published to the
+output store by `publish()`, which the runner awaits); `set_progress()` is flushed by the heartbeat.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from app.core.storage import AtomicFile, attempt_dir, relative_to_root, safe_filename
+from app.core.storage import AtomicFile, LocalOutputStore, OutputStore, attempt_key, safe_filename
 
 
 class PermanentError(Exception):
@@ -21,7 +23,7 @@ class PermanentError(Exception):
 
 @dataclass
 class OutputInfo:
-    path: str  # relative to OUTPUT_DIR
+    path: str  # the store's key: relative to OUTPUT_DIR, or to the bucket's prefix
     filename: str
     content_type: str
     size: int
@@ -46,6 +48,7 @@ class ReportContext:
         replay: int,
         attempts_total: int,
         output_root: Path,
+        store: OutputStore | None = None,
         schedule_id: str | None = None,
         scheduled_for: datetime | None = None,
     ) -> None:
@@ -55,6 +58,8 @@ class ReportContext:
         self.replay = replay
         self.attempts_total = attempts_total
         self.output_root = output_root
+        self.store = store or LocalOutputStore(output_root)
+        self._spooled: tuple[Path, OutputInfo] | None = None  # written, not yet published
         # Set on a job a schedule made: compute "yesterday" from the nominal fire time (aware UTC), not now.
         self.schedule_id = schedule_id
         self.scheduled_for = scheduled_for
@@ -68,10 +73,11 @@ class ReportContext:
 
     @contextmanager
     def output(self, filename: str, content_type: str, binary: bool = False) -> Iterator[IO[Any]]:
-        """Open the report's output file; it appears under its name only if the block finishes."""
+        """Open the report's output file; it appears under its name only if the block finishes (in an
+        object store: once `publish()` uploaded it whole)."""
         name = safe_filename(filename)
-        final = attempt_dir(self.output_root, self.job_id, self.replay, self.attempt) / name
-        atomic = AtomicFile(final, binary=binary)
+        key = attempt_key(self.job_id, self.replay, self.attempt, name)
+        atomic = AtomicFile(self.store.spool_dir / key, binary=binary)
         fh = atomic.open()
         try:
             yield fh
@@ -79,9 +85,39 @@ class ReportContext:
             atomic.abort()
             raise
         size = atomic.commit()
-        self.output_info = OutputInfo(
-            path=relative_to_root(self.output_root, final),
-            filename=name,
-            content_type=content_type,
-            size=size,
-        )
+        info = OutputInfo(path=key, filename=name, content_type=content_type, size=size)
+        if self.store.keeps_spool:
+            self.output_info = info
+        else:
+            self.discard_spool()  # a report that writes twice keeps its last file
+            self._spooled = (atomic.final_path, info)
+
+    async def publish(self) -> None:
+        """Upload the spooled output (if any) to the store; only then does the job get to name it."""
+        if self._spooled is None:
+            return
+        path, info = self._spooled
+        try:
+            await self.store.save(info.path, path, info.content_type, info.filename)
+        finally:
+            self.discard_spool()
+        self.output_info = info
+
+    def discard_spool(self) -> None:
+        if self._spooled is None:
+            return
+        path = self._spooled[0]
+        self._spooled = None
+        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the attempt's and the job's directories, when left empty
+            path.parent.rmdir()
+            path.parent.parent.rmdir()
+
+    async def run_and_publish(self, work: Awaitable[Any]) -> None:
+        """The report, then its upload: both inside the attempt's time limit, heartbeat and cancellation, so
+        a store outage fails the attempt (retryable) instead of losing the job."""
+        try:
+            await work
+            await self.publish()
+        finally:
+            self.discard_spool()
