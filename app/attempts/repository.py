@@ -5,12 +5,13 @@ stuck attempts, and the note on a lost attempt whose worker answered late.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import insert, select, tuple_
+from sqlalchemy import Update, bindparam, insert, select, tuple_
 
 from app.core.repository import Repository, insert_values, table_of
-from app.core.states import AttemptKey, AttemptOutcome, JobStatus
+from app.core.states import AttemptKey, AttemptOutcome, JobStatus, check_transition
 from app.models import JobAttempt, ReportJob
 
 JOBS = table_of(ReportJob)
@@ -18,6 +19,63 @@ ATTEMPTS = table_of(JobAttempt)
 job = JOBS.c
 attempt = ATTEMPTS.c
 ATTEMPTS_INSERT = insert(ATTEMPTS)
+
+# The group commit's statements, built once: building and cache-keying a statement per batch costs more than
+# running it. `ids` / `guards` expand to the batch's job ids and per-job compare-and-set tuples.
+LOCK_JOBS = select(ReportJob).where(job.id.in_(bindparam("ids", expanding=True))).with_for_update()
+LOCK_RUNNING = (
+    select(job.id, job.status, job.attempt, job.replay_count)
+    .where(job.id.in_(bindparam("ids", expanding=True)))
+    .with_for_update()
+)
+START_MANY = (
+    JOBS.update()
+    .where(
+        job.id.in_(bindparam("ids", expanding=True)),
+        tuple_(job.id, job.status, job.attempt, job.replay_count).in_(bindparam("guards", expanding=True)),
+    )
+    .values(
+        status=JobStatus.RUNNING.value,
+        attempt=job.attempt + 1,
+        attempts_total=job.attempts_total + 1,
+        heartbeat_at=bindparam("p_now"),
+        started_at=bindparam("p_now"),
+        next_attempt_at=None,
+        worker=bindparam("p_worker"),
+        updated_at=bindparam("p_now"),
+    )
+)
+FINISH_ATTEMPTS = (
+    ATTEMPTS.update()
+    .where(
+        attempt.job_id.in_(bindparam("ids", expanding=True)),
+        tuple_(attempt.job_id, attempt.attempt, attempt.replay).in_(bindparam("guards", expanding=True)),
+        attempt.outcome == AttemptOutcome.RUNNING.value,
+    )
+    .values(outcome=bindparam("p_outcome"), finished_at=bindparam("p_now"), error=bindparam("p_error"))
+)
+
+
+@cache
+def _running_many(columns: tuple[str, ...]) -> Update:
+    """UPDATE of `columns` on several running attempts' jobs, each guarded by its own key (one statement
+    per set of columns, built once)."""
+    return (
+        JOBS.update()
+        .where(
+            job.id.in_(bindparam("ids", expanding=True)),
+            job.status == JobStatus.RUNNING.value,
+            tuple_(job.id, job.attempt, job.replay_count).in_(bindparam("guards", expanding=True)),
+        )
+        .values({name: bindparam(f"p_{name}") for name in columns})
+    )
+
+
+def _key_guards(keys: list[AttemptKey]) -> dict[str, Any]:
+    return {
+        "ids": [key.job_id for key in keys],
+        "guards": [(key.job_id, key.attempt, key.replay) for key in keys],
+    }
 
 
 class AttemptRepository(Repository):
@@ -62,42 +120,26 @@ class AttemptRepository(Repository):
     async def lock_jobs(self, ids: list[str]) -> dict[str, ReportJob]:
         """The jobs' rows, locked until the transaction ends (on MySQL; SQLite's BEGIN IMMEDIATE already holds
         the only write lock), so that the starts decided from them hold when they are written."""
-        stmt = select(ReportJob).where(job.id.in_(ids)).with_for_update()
-        return {row.id: row for row in await self.all(stmt, ReportJob)}
+        rows = (await self.session.execute(LOCK_JOBS, {"ids": ids})).scalars().all()
+        return {row.id: row for row in rows}
 
     async def start_many(self, rows: list[ReportJob], now: datetime, worker: str) -> int:
         """`start` for several jobs in one statement; each row's own compare-and-set is in the WHERE, so
         the count tells whether every one of them won."""
-        return await self.guarded_update(
-            JOBS,
-            [
-                job.id.in_([row.id for row in rows]),
-                tuple_(job.id, job.status, job.attempt, job.replay_count).in_(
-                    [(row.id, row.status.value, row.attempt, row.replay_count) for row in rows]
-                ),
-            ],
-            {
-                "status": JobStatus.RUNNING.value,
-                "attempt": job.attempt + 1,
-                "attempts_total": job.attempts_total + 1,
-                "heartbeat_at": now,
-                "started_at": now,
-                "next_attempt_at": None,
-                "worker": worker,
-                "updated_at": now,
-            },
-            from_statuses={row.status for row in rows},
-        )
+        check_transition({row.status for row in rows}, JobStatus.RUNNING)
+        params = {
+            "ids": [row.id for row in rows],
+            "guards": [(row.id, row.status.value, row.attempt, row.replay_count) for row in rows],
+            "p_now": now,
+            "p_worker": worker,
+        }
+        return int((await self.session.execute(START_MANY, params)).rowcount)  # type: ignore[attr-defined]
 
     async def lock_running(self, keys: list[AttemptKey]) -> set[str]:
         """Which of `keys` are still their job's running attempt, with those rows locked until the end of
         the transaction."""
-        stmt = (
-            select(job.id, job.status, job.attempt, job.replay_count)
-            .where(job.id.in_([key.job_id for key in keys]))
-            .with_for_update()
-        )
-        current = {row.id: row for row in (await self.session.execute(stmt)).all()}
+        rows = (await self.session.execute(LOCK_RUNNING, {"ids": [key.job_id for key in keys]})).all()
+        current = {row.id: row for row in rows}
         mine: set[str] = set()
         for key in keys:
             row = current.get(key.job_id)
@@ -112,18 +154,12 @@ class AttemptRepository(Repository):
 
     async def update_running_many(self, keys: list[AttemptKey], values: dict[str, Any]) -> int:
         """`update_running` for several attempts at once (same values), each guarded by its own key."""
-        return await self.guarded_update(
-            JOBS,
-            [
-                job.id.in_([key.job_id for key in keys]),
-                job.status == JobStatus.RUNNING.value,
-                tuple_(job.id, job.attempt, job.replay_count).in_(
-                    [(key.job_id, key.attempt, key.replay) for key in keys]
-                ),
-            ],
-            values,
-            from_statuses={JobStatus.RUNNING},
-        )
+        target = values.get("status")
+        if target is not None:
+            check_transition({JobStatus.RUNNING}, JobStatus(target))
+        stmt = _running_many(tuple(sorted(values)))
+        params = {**_key_guards(keys), **{f"p_{name}": value for name, value in values.items()}}
+        return int((await self.session.execute(stmt, params)).rowcount)  # type: ignore[attr-defined]
 
     async def cancel_requested(self, key: AttemptKey) -> bool | None:
         """Whether this attempt was asked to stop; None if it is no longer the job's running attempt."""
@@ -166,18 +202,8 @@ class AttemptRepository(Repository):
         self, keys: list[AttemptKey], outcome: AttemptOutcome, now: datetime, error: dict[str, Any] | None
     ) -> int:
         """`finish_attempt` for several attempts with the same outcome, in one statement."""
-        stmt = (
-            ATTEMPTS.update()
-            .where(
-                attempt.job_id.in_([key.job_id for key in keys]),
-                tuple_(attempt.job_id, attempt.attempt, attempt.replay).in_(
-                    [(key.job_id, key.attempt, key.replay) for key in keys]
-                ),
-                attempt.outcome == AttemptOutcome.RUNNING.value,
-            )
-            .values(outcome=outcome.value, finished_at=now, error=error)
-        )
-        return await self.rowcount(stmt)
+        params = {**_key_guards(keys), "p_outcome": outcome.value, "p_now": now, "p_error": error}
+        return int((await self.session.execute(FINISH_ATTEMPTS, params)).rowcount)  # type: ignore[attr-defined]
 
     async def finish_attempt(
         self, key: AttemptKey, outcome: AttemptOutcome, now: datetime, error: dict[str, Any] | None
