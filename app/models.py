@@ -98,7 +98,10 @@ class ReportJob(SQLModel, table=True):
     request_hash: str | None = Field(default=None, max_length=64)
     worker: str | None = Field(default=None, max_length=200)
     heartbeat_at: datetime | None = _ts()
+    # A cancel asked while running (or a waiting job's cancel): kept once the job ends, so a `done` job still
+    # tells that a request came too late; cleared by a replay. `_at` is the first request's time.
     cancel_requested: bool = Field(default=False, nullable=False)
+    cancel_requested_at: datetime | None = _ts()
     # Set on jobs a schedule made: which schedule, and the nominal fire time the report is "for".
     schedule_id: str | None = Field(default=None, max_length=26, index=True)
     scheduled_for: datetime | None = _ts()
@@ -126,6 +129,9 @@ class JobAttempt(SQLModel, table=True):
     outcome: AttemptOutcome = Field(sa_type=_enum(AttemptOutcome), nullable=False)
     error: dict[str, Any] | None = Field(default=None, sa_type=sa.JSON)
     worker: str | None = Field(default=None, max_length=200)
+    # When a cancel of the job was asked while this attempt ran (written by the cancel itself, so finishing an
+    # attempt costs no statement more): with outcome succeeded, failed or timed_out, the run finished first.
+    cancel_requested_at: datetime | None = _ts()
 
 
 class JobStep(SQLModel, table=True):

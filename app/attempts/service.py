@@ -220,7 +220,8 @@ async def complete_attempt(key: AttemptKey, output: OutputInfo | None) -> bool:
 
 
 async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str, Any]) -> FailResult:
-    """Running → retrying (with backoff) or dead (with its dead letter, same transaction)."""
+    """Running → retrying (with backoff) or dead (with its dead letter, same transaction); a retryable
+    failure of an attempt that was asked to cancel ends the job cancelled instead of trying again."""
     settings = get_settings()
     now = utcnow()
     async with session_scope() as session:
@@ -229,6 +230,8 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
         if job is None:
             return FailResult(applied=False)
         target = status_after_failure(key.attempt, job.max_attempts, bool(error.get("retryable")))
+        if target == JobStatus.RETRYING and job.cancel_requested:
+            target = JobStatus.CANCELLED  # the run failed before it saw the request: no further attempt
         values: dict[str, Any] = {
             "status": target.value,
             "last_error": error,
@@ -261,6 +264,7 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
                     expire_at=now + timedelta(seconds=settings.dead_letter_ttl_s),
                 )
             )
+        if target != JobStatus.RETRYING:
             effects = await terminal_effects(session, key)
     labels = _labelled(key, job)
     metrics.count_attempt(labels, outcome, key.started_at or job.started_at, now)

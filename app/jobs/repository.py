@@ -14,12 +14,14 @@ from sqlalchemy import and_, func, insert, or_, select
 from sqlalchemy.sql import ColumnElement
 
 from app.core.repository import Repository, table_of
-from app.core.states import REPLAYABLE, WAITING, AttemptKey, JobStatus, values
+from app.core.states import REPLAYABLE, WAITING, AttemptKey, AttemptOutcome, JobStatus, values
 from app.core.tenancy import TenantScope
-from app.models import ReportJob
+from app.models import JobAttempt, ReportJob
 
 JOBS = table_of(ReportJob)
 job = JOBS.c
+ATTEMPTS = table_of(JobAttempt)
+attempt = ATTEMPTS.c
 # Values go in as execution parameters, so SQLAlchemy compiles the INSERT once per process.
 JOBS_INSERT = insert(JOBS)
 
@@ -117,6 +119,8 @@ class JobRepository(Repository):
             ],
             {
                 "status": JobStatus.CANCELLED.value,
+                "cancel_requested": True,
+                "cancel_requested_at": now,
                 "finished_at": now,
                 "next_attempt_at": None,
                 "updated_at": now,
@@ -125,7 +129,8 @@ class JobRepository(Repository):
         )
 
     async def request_cancel(self, key: AttemptKey, now: datetime) -> int:
-        """Flag a running attempt to stop: its next heartbeat sees the flag and cancels the report."""
+        """Flag a running attempt to stop: its next heartbeat sees the flag and cancels the report. A second
+        request keeps the first one's time."""
         return await self.guarded_update(
             JOBS,
             [
@@ -134,9 +139,28 @@ class JobRepository(Repository):
                 job.attempt == key.attempt,
                 job.replay_count == key.replay,
             ],
-            {"cancel_requested": True, "updated_at": now},
+            {
+                "cancel_requested": True,
+                "cancel_requested_at": func.coalesce(job.cancel_requested_at, now),
+                "updated_at": now,
+            },
             from_statuses={JobStatus.RUNNING},
         )
+
+    async def note_cancel_request(self, key: AttemptKey, now: datetime) -> int:
+        """Record on the running attempt's row that a cancel was asked during it (first request's time), so
+        that its outcome later tells a cancelled run from one that finished first."""
+        stmt = (
+            ATTEMPTS.update()
+            .where(
+                attempt.job_id == key.job_id,
+                attempt.replay == key.replay,
+                attempt.attempt == key.attempt,
+                attempt.outcome == AttemptOutcome.RUNNING.value,
+            )
+            .values(cancel_requested_at=func.coalesce(attempt.cancel_requested_at, now))
+        )
+        return await self.rowcount(stmt)
 
     async def replay(self, row: ReportJob, now: datetime) -> int:
         """dead/cancelled → pending with the attempt counter reset and replay_count + 1."""
@@ -156,6 +180,7 @@ class JobRepository(Repository):
                 "finished_at": None,
                 "heartbeat_at": None,
                 "cancel_requested": False,
+                "cancel_requested_at": None,
                 "progress": None,
                 "blocked_by": None,
                 # A replayed job blocks its ordering key again while it runs (and if it dies again).

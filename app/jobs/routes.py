@@ -259,10 +259,17 @@ def output_response(job: ReportJob, stored: StoredOutput) -> Response:
     status_code=202,
     response_model=JobPublic,
     responses=problem_responses(401, 403, 404, 409, 503),
-    summary="Cancel a job",
+    summary="Cancel a job (a request, for a running job)",
 )
 async def cancel_job(job_id: JobId, principal: PrincipalDep) -> Response:
-    """Waiting jobs are cancelled at once; a running job is asked to stop and ends `cancelled` shortly."""
+    """A `pending`, `scheduled` or `retrying` job is cancelled at once (202, `status: cancelled`).
+
+    For a `running` job the cancel is a request: the answer is 202 with `status: running`,
+    `cancel_requested: true` and `cancel_requested_at`. The job keeps running until its worker notices the
+    request at its next heartbeat (every `STUCK_AFTER_S / 4`, at most 10 s) and ends `cancelled`, its attempt
+    `cancelled`. A report that finishes first ends `done` (a failure ends `dead` if permanent, else
+    `cancelled` without a retry): the job keeps `cancel_requested` and its time, and its attempt shows
+    `finished_before_cancel: true`. A job that is already `done`, `dead` or `cancelled` answers 409."""
     check_id(job_id)
     job = await service.cancel(job_id, principal.tenant_scope)
     return _job_answer(JobPublic.of(job), 202)

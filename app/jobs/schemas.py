@@ -107,6 +107,14 @@ class JobPublic(BaseModel):
     last_error: ErrorInfo | None
     output: OutputPublic | None
     replay_count: int
+    cancel_requested: bool = Field(
+        description="A cancel was asked. A running job keeps running until its worker notices the request at "
+        "its next heartbeat and ends `cancelled`; a report that finishes first ends `done` (or `dead`) and "
+        "keeps the request visible. Cleared by a replay."
+    )
+    cancel_requested_at: Stamp | None = Field(
+        description="When the (first) cancel was asked; null if none was (since the last replay)"
+    )
     callback_url: str | None
     callback: CallbackState | None
     schedule_id: str | None = Field(description="The schedule that made this job, if one did")
@@ -149,6 +157,8 @@ class JobPublic(BaseModel):
             if done
             else None,
             replay_count=job.replay_count,
+            cancel_requested=job.cancel_requested,
+            cancel_requested_at=job.cancel_requested_at,
             callback_url=job.callback_url,
             callback=CallbackState(
                 status=job.callback_status, attempts=job.callback_attempts, last_error=job.callback_last_error

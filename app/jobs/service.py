@@ -225,7 +225,9 @@ async def list_steps(job_id: str, scope: TenantScope) -> list[JobStep]:
 
 
 async def cancel(job_id: str, scope: TenantScope) -> ReportJob:
-    """Waiting jobs become cancelled at once; a running one is asked to stop (its heartbeat sees the flag)."""
+    """Waiting jobs become cancelled at once; a running one is asked to stop: its worker sees the request at
+    the next heartbeat, and a report that finishes first ends `done`. Either way the job (and a running job's
+    attempt) keeps when the cancel was asked."""
     now = utcnow()
     async with session_scope() as session:
         jobs = JobRepository(session)
@@ -236,7 +238,10 @@ async def cancel(job_id: str, scope: TenantScope) -> ReportJob:
             raise Conflict(f"Job {job_id} is already {job.status.value}.")
         running = job.status == JobStatus.RUNNING
         if running:
-            changed = await jobs.request_cancel(AttemptKey(job.id, job.attempt, job.replay_count), now)
+            key = AttemptKey(job.id, job.attempt, job.replay_count)
+            changed = await jobs.request_cancel(key, now)
+            if changed == 1:
+                await jobs.note_cancel_request(key, now)
         else:
             changed = await jobs.cancel_waiting(job, now)
         if changed != 1:

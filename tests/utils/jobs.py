@@ -97,3 +97,10 @@ async def wait_job(
         if time.monotonic() > deadline:
             raise AssertionError(f"job {job_id} still {job['status']} after {within_s:g} s: {job}")
         await asyncio.sleep(0.05)
+
+
+async def cancel(client: httpx.AsyncClient, headers: Headers, job_id: str) -> dict[str, Any]:
+    """POST …/cancel; asserts 202; returns the job as the answer shows it."""
+    resp = await client.post(f"/v1/jobs/{job_id}/cancel", headers=headers)
+    assert resp.status_code == 202, resp.text
+    return dict(resp.json())
