@@ -1,0 +1,162 @@
+"""Report files in an S3-compatible bucket (moto's server on a free port): uploaded whole by the attempt,
+served streamed or through a presigned link, an outage a retry or a 503, deleted by retention."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from app.core.config import get_settings
+from app.maintenance import service as maintenance
+from tests.utils.jobs import get_attempts, get_job, submit_id
+from tests.utils.object_store import MotoS3
+from tests.utils.workers import drain
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoS3]:
+    server = MotoS3()
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def s3(env: Any, moto: MotoS3) -> MotoS3:
+    moto.start()  # a test may have stopped it
+    moto.reset()
+    await env.set(**moto.settings(OUTPUT_LINK_TTL_S="0"))
+    return moto
+
+
+def spooled_files() -> list[Path]:
+    return [p for p in Path(get_settings().output_dir).rglob("*") if p.is_file()]
+
+
+async def test_a_done_job_s_file_is_in_the_bucket_under_its_attempt_key_and_streamed_by_the_api(
+    client: httpx.AsyncClient, auth: dict[str, str], s3: MotoS3
+) -> None:
+    job_id = await submit_id(client, auth, "demo.csv", rows=30_000)
+    await drain()
+    body = await get_job(client, auth, job_id)
+    assert body["status"] == "done"
+    assert s3.keys(job_id) == [f"{job_id}/r0-a1/demo-{job_id}.csv"]
+    assert not any(job_id in str(p) for p in spooled_files())  # the worker's spool is cleaned up
+    resp = await client.get(f"/v1/jobs/{job_id}/output", headers=auth)
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/csv")
+    assert resp.headers["content-disposition"] == f'attachment; filename="demo-{job_id}.csv"'
+    assert int(resp.headers["content-length"]) == body["output"]["size"] == len(resp.content)
+    lines = resp.text.splitlines()
+    assert lines[0] == "id,name,value" and len(lines) == 30_001
+
+
+async def test_a_download_answers_307_to_a_presigned_link_that_serves_the_file_under_its_name(
+    client: httpx.AsyncClient, auth: dict[str, str], env: Any, s3: MotoS3
+) -> None:
+    await env.set(OUTPUT_LINK_TTL_S="30")
+    job_id = await submit_id(client, auth, "demo.csv", rows=10)
+    await drain()
+    resp = await client.get(f"/v1/jobs/{job_id}/output", headers=auth)
+    assert resp.status_code == 307
+    link = resp.headers["location"]
+    assert link.startswith(f"{s3.endpoint}/{s3.bucket}/{s3.prefix}/{job_id}/r0-a1/")
+    async with httpx.AsyncClient(trust_env=False) as store_client:
+        fetched = await store_client.get(link)
+    assert fetched.status_code == 200
+    assert fetched.headers["content-disposition"] == f'attachment; filename="demo-{job_id}.csv"'
+    assert fetched.headers["content-type"].startswith("text/csv")
+    assert fetched.text.splitlines()[0] == "id,name,value"
+    # Auth and tenant checks come before any link: another tenant's key sees a 404.
+    from tests.utils.keys import make_key
+
+    other = await make_key(tenant="other-tenant")
+    assert (await client.get(f"/v1/jobs/{job_id}/output", headers=other)).status_code == 404
+    assert (await client.get(f"/v1/jobs/{job_id}/output")).status_code == 401
+
+
+async def test_a_presigned_link_is_signed_to_expire_after_output_link_ttl_s(
+    client: httpx.AsyncClient, auth: dict[str, str], env: Any, s3: MotoS3
+) -> None:
+    await env.set(OUTPUT_LINK_TTL_S="2")
+    job_id = await submit_id(client, auth, "demo.csv", rows=10)
+    await drain()
+    before = datetime.now(UTC).replace(microsecond=0)
+    link = (await client.get(f"/v1/jobs/{job_id}/output", headers=auth)).headers["location"]
+    query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+    assert query["X-Amz-Expires"] == "2"
+    signed_at = datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    assert abs((signed_at - before).total_seconds()) <= 2
+    assert query["X-Amz-Algorithm"] == "AWS4-HMAC-SHA256" and len(query["X-Amz-Signature"]) == 64
+    # A fresh request gets a fresh link: the API is where a user comes back for one.
+    await asyncio.sleep(1.1)
+    again = (await client.get(f"/v1/jobs/{job_id}/output", headers=auth)).headers["location"]
+    assert parse_qs(urlsplit(again).query)["X-Amz-Date"][0] > query["X-Amz-Date"]
+
+
+async def test_the_store_down_during_a_download_is_a_503_problem(
+    client: httpx.AsyncClient, auth: dict[str, str], env: Any, s3: MotoS3
+) -> None:
+    job_id = await submit_id(client, auth, "demo.csv", rows=10)
+    await drain()
+    s3.stop()
+    for ttl_s in ("0", "30"):  # streamed, or checked before a link is signed
+        await env.set(OUTPUT_LINK_TTL_S=ttl_s)
+        resp = await client.get(f"/v1/jobs/{job_id}/output", headers=auth)
+        assert resp.status_code == 503, resp.text
+        assert resp.headers["content-type"].startswith("application/problem+json")
+        assert resp.json()["status"] == 503
+
+
+async def test_the_store_down_during_an_upload_fails_the_attempt_which_retries_until_the_job_is_done(
+    client: httpx.AsyncClient, auth: dict[str, str], env: Any, s3: MotoS3
+) -> None:
+    await env.set(RETRY_DELAYS_S="[0.5, 1, 1, 1, 1, 1, 1]")
+    job_id = await submit_id(client, auth, "demo.csv", rows=1000)
+    s3.stop()
+    restart = threading.Timer(2.0, s3.start)
+    restart.start()
+    try:
+        await drain(timeout_s=90)
+    finally:
+        restart.join()
+    body = await get_job(client, auth, job_id)
+    assert body["status"] == "done", body
+    attempts = await get_attempts(client, auth, job_id)
+    assert attempts[0]["outcome"] == "failed"
+    assert attempts[0]["error"]["type"] == "OutputStoreUnavailable" and attempts[0]["error"]["retryable"]
+    assert attempts[-1]["outcome"] == "succeeded"
+    assert s3.keys(job_id) == [f"{job_id}/r0-a{body['attempt']}/demo-{job_id}.csv"]
+    assert (await client.get(f"/v1/jobs/{job_id}/output", headers=auth)).status_code == 200
+    assert not any(job_id in str(p) for p in spooled_files())  # failed attempts leave no spool behind
+
+
+async def test_retention_deletes_a_job_s_objects_and_keeps_the_job_while_the_store_is_down(
+    client: httpx.AsyncClient, auth: dict[str, str], env: Any, s3: MotoS3
+) -> None:
+    await env.set(JOB_RETENTION_S="0.3")
+    first = await submit_id(client, auth, "demo.csv", rows=5)
+    await drain()
+    assert s3.keys(first)
+    s3.stop()
+    await asyncio.sleep(0.4)
+    assert (await maintenance.run_tick(use_lease=False))["jobs_purged"] == 0
+    assert (await client.get(f"/v1/jobs/{first}", headers=auth)).status_code == 200
+    s3.start()  # an empty store again (moto keeps objects in memory): upload one more to see it deleted
+    second = await submit_id(client, auth, "demo.csv", rows=5)
+    await drain()
+    assert s3.keys(second)
+    await asyncio.sleep(0.4)
+    assert (await maintenance.run_tick(use_lease=False))["jobs_purged"] == 2
+    assert s3.keys() == []
+    for job_id in (first, second):
+        assert (await client.get(f"/v1/jobs/{job_id}", headers=auth)).status_code == 404
