@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: Multipart part size and parts in flight: what an upload holds in memory is about their product.
-PART_SIZE_BYTES = 8 * 1024 * 1024
+PART_SIZE_BYTES = 5 * 1024 * 1024  # the S3 minimum
 PARTS_IN_FLIGHT = 2
 #: Chunks a streamed download hands to the HTTP response.
 STREAM_CHUNK_BYTES = 1024 * 1024
