@@ -9,12 +9,12 @@ import asyncio
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, RedirectResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.errors import problem, problem_responses
 from app.api.schemas import Health
 from app.core import db, queue
-from app.core.metrics import get_metrics
+from app.core.metrics import counters_exposition
 from app.observability.collector import exposition
 from app.observability.service import snapshot
 
@@ -36,7 +36,7 @@ async def root() -> RedirectResponse:
 )
 async def metrics() -> Response:
     """This process's counters and histograms, then the state gauges (cached for METRICS_CACHE_S)."""
-    body = generate_latest(get_metrics().registry) + exposition(await snapshot())
+    body = counters_exposition() + exposition(await snapshot())
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

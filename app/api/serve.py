@@ -6,11 +6,14 @@ Migrations and bootstrap are not done here: they run once before (compose's `mig
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 
 import uvicorn
 
 from app.core.config import get_settings
+from app.core.metrics import MULTIPROCESS_ENV
 
 
 def cores() -> int:
@@ -32,7 +35,26 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not any(a == "--workers" or a.startswith("--workers=") for a in args):
         args += ["--workers", str(worker_count(get_settings().api_workers))]
+    if _workers(args) > 1 and not os.environ.get(MULTIPROCESS_ENV):
+        # Every process counts into files of this run's own directory; each /metrics adds them all up.
+        directory = tempfile.mkdtemp(prefix="report-orchestrator-metrics-")
+        os.environ[MULTIPROCESS_ENV] = directory
+        try:
+            uvicorn.main.main(args=["app.main:app", *args], prog_name="app.api.serve")
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        return
     uvicorn.main.main(args=["app.main:app", *args], prog_name="app.api.serve")
+
+
+def _workers(args: list[str]) -> int:
+    for index, arg in enumerate(args):
+        value = arg.split("=", 1)[1] if arg.startswith("--workers=") else None
+        if arg == "--workers" and index + 1 < len(args):
+            value = args[index + 1]
+        if value is not None:
+            return int(value) if value.isdigit() else 1
+    return 1
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ The API adds the state gauges (app/observability); workers serve theirs on METRI
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from functools import lru_cache
 from typing import Protocol
@@ -17,6 +18,8 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
+    generate_latest,
+    multiprocess,
     start_http_server,
 )
 from prometheus_client.registry import Collector
@@ -115,6 +118,22 @@ def get_metrics() -> Metrics:
 def reset_metrics() -> None:
     """Start from zero with the current settings (tests)."""
     get_metrics.cache_clear()
+
+
+# Set by `python -m app.api.serve` before it starts several API processes: their counters then live in files
+# there (prometheus-client's multiprocess mode), and any one process's /metrics adds up all of them.
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def counters_exposition() -> bytes:
+    """This process's counters and histograms in Prometheus text; under several API processes, the sum of
+    every process's (the process_* and python_* series of one process would mislead there: left out)."""
+    if os.environ.get(MULTIPROCESS_ENV):
+        get_metrics()  # the metrics exist (at zero) before the first count, as in one process
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry)
+    return generate_latest(get_metrics().registry)
 
 
 def serve(port: int) -> None:
