@@ -1,23 +1,28 @@
-"""Report files in an S3-compatible bucket (moto's server on a free port): uploaded whole by the attempt,
-served streamed or through a presigned link, an outage a retry or a 503, deleted by retention."""
+"""Report files in an S3-compatible bucket (moto's server on a free port): uploaded by the attempt, streamed
+or linked (links stop working after OUTPUT_LINK_TTL_S), an outage a retry or a 503, deleted by retention."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+from xml.etree import ElementTree
 
+import boto3
 import httpx
 import pytest
+from botocore.config import Config
 
 from app.core.config import get_settings
 from app.maintenance import service as maintenance
 from tests.utils.jobs import get_attempts, get_job, submit_id
-from tests.utils.object_store import MotoS3
+from tests.utils.object_store import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, MotoS3
+from tests.utils.presign_gate import PresignGate
 from tests.utils.workers import drain
 
 
@@ -30,6 +35,15 @@ def moto() -> Iterator[MotoS3]:
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def gate(moto: MotoS3) -> Iterator[PresignGate]:
+    front = PresignGate(moto.endpoint)
+    try:
+        yield front.start()
+    finally:
+        front.stop()
+
+
 @pytest.fixture
 async def s3(env: Any, moto: MotoS3) -> MotoS3:
     moto.start()  # a test may have stopped it
@@ -40,6 +54,28 @@ async def s3(env: Any, moto: MotoS3) -> MotoS3:
 
 def spooled_files() -> list[Path]:
     return [p for p in Path(get_settings().output_dir).rglob("*") if p.is_file()]
+
+
+def link_query(link: str) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+
+
+def expires_at(query: dict[str, str]) -> float:
+    """When a presigned link stops working: its X-Amz-Date (whole seconds) plus its X-Amz-Expires."""
+    signed_at = datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    return signed_at.timestamp() + int(query["X-Amz-Expires"])
+
+
+async def at_the_start_of_a_second() -> None:
+    """Links carry a whole-second X-Amz-Date: one asked for now has all of its first second ahead."""
+    await asyncio.sleep(1.02 - time.time() % 1)
+
+
+async def download_link(client: httpx.AsyncClient, auth: dict[str, str], job_id: str) -> str:
+    await at_the_start_of_a_second()
+    resp = await client.get(f"/v1/jobs/{job_id}/output", headers=auth)
+    assert resp.status_code == 307, resp.text
+    return resp.headers["location"]
 
 
 async def test_a_done_job_s_file_is_in_the_bucket_under_its_attempt_key_and_streamed_by_the_api(
@@ -84,23 +120,77 @@ async def test_a_download_answers_307_to_a_presigned_link_that_serves_the_file_u
     assert (await client.get(f"/v1/jobs/{job_id}/output")).status_code == 401
 
 
-async def test_a_presigned_link_is_signed_to_expire_after_output_link_ttl_s(
-    client: httpx.AsyncClient, auth: dict[str, str], env: Any, s3: MotoS3
+async def test_a_download_link_stops_working_after_output_link_ttl_s(
+    client: httpx.AsyncClient, auth: dict[str, str], env: Any, s3: MotoS3, gate: PresignGate
 ) -> None:
-    await env.set(OUTPUT_LINK_TTL_S="2")
+    # Through the gate, which refuses presigned links as S3 does (moto serves them forever).
+    await env.set(**s3.settings(OUTPUT_S3_ENDPOINT_URL=gate.endpoint, OUTPUT_LINK_TTL_S="1"))
     job_id = await submit_id(client, auth, "demo.csv", rows=10)
     await drain()
-    before = datetime.now(UTC).replace(microsecond=0)
-    link = (await client.get(f"/v1/jobs/{job_id}/output", headers=auth)).headers["location"]
-    query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
-    assert query["X-Amz-Expires"] == "2"
-    signed_at = datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-    assert abs((signed_at - before).total_seconds()) <= 2
-    assert query["X-Amz-Algorithm"] == "AWS4-HMAC-SHA256" and len(query["X-Amz-Signature"]) == 64
-    # A fresh request gets a fresh link: the API is where a user comes back for one.
-    await asyncio.sleep(1.1)
-    again = (await client.get(f"/v1/jobs/{job_id}/output", headers=auth)).headers["location"]
-    assert parse_qs(urlsplit(again).query)["X-Amz-Date"][0] > query["X-Amz-Date"]
+    link = await download_link(client, auth, job_id)
+    assert link.startswith(f"{gate.endpoint}/{s3.bucket}/{s3.prefix}/{job_id}/r0-a1/")
+    signed = link_query(link)
+    assert signed["X-Amz-Expires"] == "1"
+    assert signed["X-Amz-Algorithm"] == "AWS4-HMAC-SHA256" and len(signed["X-Amz-Signature"]) == 64
+    async with httpx.AsyncClient(trust_env=False) as browser:
+        at_once = await browser.get(link)
+        assert at_once.status_code == 200, at_once.text
+        assert at_once.headers["content-disposition"] == f'attachment; filename="demo-{job_id}.csv"'
+        assert at_once.text.splitlines()[0] == "id,name,value"
+
+        await asyncio.sleep(max(0.0, expires_at(signed) + 0.3 - time.time()))
+        expired = await browser.get(link)
+        assert expired.status_code == 403, expired.text
+        assert expired.headers["content-type"] == "application/xml"
+        error = ElementTree.fromstring(expired.content)
+        assert error.findtext("Code") == "AccessDenied"
+        assert error.findtext("Message") == "Request has expired"
+        assert error.findtext("X-Amz-Expires") == "1"
+        # Lengthening the link by hand breaks its signature: only the API can hand out a longer one.
+        edited = await browser.get(link.replace("X-Amz-Expires=1&", "X-Amz-Expires=3600&"))
+        assert edited.status_code == 403
+        assert ElementTree.fromstring(edited.content).findtext("Code") == "SignatureDoesNotMatch"
+
+        # The API is where a user comes back for a link: a fresh one, which works again.
+        fresh = await download_link(client, auth, job_id)
+        assert link_query(fresh)["X-Amz-Date"] > signed["X-Amz-Date"]
+        again = await browser.get(fresh)
+        assert again.status_code == 200, again.text
+        assert again.text.splitlines()[0] == "id,name,value"
+    assert [r.code for r in gate.refusals] == ["AccessDenied", "SignatureDoesNotMatch"]
+
+
+async def test_the_presign_gate_checks_links_signed_by_botocore_too(s3: MotoS3, gate: PresignGate) -> None:
+    """The gate's SigV4 check is not obstore's own code read back: a link botocore signs (another signer,
+    other query parameters) passes it, and fails it once expired or edited."""
+    s3.client().put_object(Bucket=s3.bucket, Key=f"{s3.prefix}/a b/ü+(1).csv", Body=b"x,y\n")
+    signer = boto3.client(
+        "s3",
+        endpoint_url=gate.endpoint,
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY_ID,
+        aws_secret_access_key=SECRET_ACCESS_KEY,
+        config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
+    )
+    await at_the_start_of_a_second()
+    link = signer.generate_presigned_url(
+        "get_object",
+        Params={
+            "Bucket": s3.bucket,
+            "Key": f"{s3.prefix}/a b/ü+(1).csv",
+            "ResponseContentDisposition": 'attachment; filename="a b.csv"',
+        },
+        ExpiresIn=1,
+    )
+    async with httpx.AsyncClient(trust_env=False) as browser:
+        ok = await browser.get(link)
+        assert ok.status_code == 200 and ok.content == b"x,y\n", ok.text
+        assert ok.headers["content-disposition"] == 'attachment; filename="a b.csv"'
+        edited = await browser.get(link.replace("filename%3D%22a", "filename%3D%22z"))
+        assert edited.status_code == 403
+        await asyncio.sleep(max(0.0, expires_at(link_query(link)) + 0.3 - time.time()))
+        assert (await browser.get(link)).status_code == 403
+    assert [r.code for r in gate.refusals[-2:]] == ["SignatureDoesNotMatch", "AccessDenied"]
 
 
 async def test_the_store_down_during_a_download_is_a_503_problem(
