@@ -46,7 +46,8 @@ class Settings(BaseSettings):
     output_s3_path_style: bool | None = None  # unset: path-style exactly when an endpoint is set (MinIO)
     output_s3_timeout_s: float = Field(30.0, gt=0)  # connect timeout, and how long one request is retried
     # > 0: a download answers 307 to a presigned link valid this long; 0: the API streams the object itself.
-    output_link_ttl_s: float = Field(60.0, ge=0)
+    # Whole seconds up to S3's 7 days: a signature carries whole seconds (0.5 would sign a link already dead).
+    output_link_ttl_s: int = Field(60, ge=0, le=604_800)
     dingtalk_webhook_url: SecretStr | None = None
     dingtalk_secret: SecretStr | None = None
     feishu_webhook_url: SecretStr | None = None

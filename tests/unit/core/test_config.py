@@ -152,3 +152,15 @@ def test_fractional_times_are_accepted_for_fast_tests(clean_env: pytest.MonkeyPa
 def test_max_body_bytes_defaults_to_64k(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MAX_BODY_BYTES", raising=False)
     assert make().max_body_bytes == 65536
+
+
+@pytest.mark.parametrize("ttl", [0.5, 1.9, -1, 604_801])
+def test_a_download_link_ttl_that_no_signature_can_carry_is_refused(ttl: float) -> None:
+    """A presigned link carries whole seconds, at most S3's 7 days: 0.5 would sign a link already dead."""
+    with pytest.raises(ValidationError, match="output_link_ttl_s"):
+        make(output_link_ttl_s=ttl)
+
+
+@pytest.mark.parametrize("ttl", [0, 1, 60, 604_800])
+def test_a_download_link_ttl_of_whole_seconds_up_to_seven_days_is_accepted(ttl: int) -> None:
+    assert make(output_link_ttl_s=ttl).output_link_ttl_s == ttl
