@@ -23,7 +23,7 @@ from app.core.states import AttemptKey, AttemptOutcome
 from app.core.times import utcnow
 from app.jobs.effects import TerminalEffects
 from app.jobs.repository import JobRepository
-from app.models import JobAttempt, ReportJob
+from app.models import ReportJob
 from app.reports.base import OutputInfo
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ async def _start_together(items: list[StartItem]) -> list[Decision | BaseExcepti
     checked_at = utcnow()
     decisions: dict[int, Decision] = {}
     winners: list[tuple[int, ReportJob]] = []
-    started: list[tuple[int, ReportJob, AttemptKey, JobAttempt]] = []
+    started: list[tuple[int, ReportJob, AttemptKey, dict[str, Any]]] = []
     async with session_scope() as session:
         jobs, attempts = JobRepository(session), AttemptRepository(session)
         rows = await attempts.lock_jobs(sorted({job_id for job_id, _ in items}))

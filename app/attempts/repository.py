@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Update, bindparam, insert, select, tuple_
 
-from app.core.repository import Repository, insert_values, table_of
+from app.core.repository import Repository, table_of
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus, check_transition
 from app.models import JobAttempt, ReportJob
 
@@ -191,12 +191,13 @@ class AttemptRepository(Repository):
         )
         return await self.all(stmt, ReportJob)
 
-    async def add_attempt(self, row: JobAttempt) -> None:
-        await self.session.execute(ATTEMPTS_INSERT, insert_values(ATTEMPTS, row))
+    async def add_attempt(self, row: dict[str, Any]) -> None:
+        """`row`: every column but the id (`service.new_attempt`)."""
+        await self.session.execute(ATTEMPTS_INSERT, row)
 
-    async def add_attempts(self, rows: list[JobAttempt]) -> None:
+    async def add_attempts(self, rows: list[dict[str, Any]]) -> None:
         """One multi-row INSERT (the driver's executemany)."""
-        await self.session.execute(ATTEMPTS_INSERT, [insert_values(ATTEMPTS, row) for row in rows])
+        await self.session.execute(ATTEMPTS_INSERT, rows)
 
     async def finish_attempts(
         self, keys: list[AttemptKey], outcome: AttemptOutcome, now: datetime, error: dict[str, Any] | None

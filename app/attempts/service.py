@@ -91,8 +91,9 @@ async def blocker_of(jobs: JobRepository, job: ReportJob) -> Blocked | None:
     return Blocked(blocker)
 
 
-def new_attempt(job: ReportJob, now: datetime, worker: str) -> tuple[AttemptKey, JobAttempt]:
-    """The key and attempt row of the attempt that starting `job` (as read before the start) begins."""
+def new_attempt(job: ReportJob, now: datetime, worker: str) -> tuple[AttemptKey, dict[str, Any]]:
+    """The key of the attempt that starting `job` (as read before the start) begins, and its row's column
+    values (a plain dict: building a model instance per attempt cost more than inserting it)."""
     key = AttemptKey(
         job.id,
         job.attempt + 1,
@@ -103,14 +104,17 @@ def new_attempt(job: ReportJob, now: datetime, worker: str) -> tuple[AttemptKey,
         created_at=job.created_at,
         started_at=now,
     )
-    row = JobAttempt(
-        job_id=job.id,
-        replay=key.replay,
-        attempt=key.attempt,
-        started_at=now,
-        outcome=AttemptOutcome.RUNNING,
-        worker=worker,
-    )
+    row = {
+        "job_id": job.id,
+        "replay": key.replay,
+        "attempt": key.attempt,
+        "started_at": now,
+        "finished_at": None,
+        "outcome": AttemptOutcome.RUNNING.value,
+        "error": None,
+        "worker": worker,
+        "cancel_requested_at": None,
+    }
     return key, row
 
 

@@ -6,7 +6,7 @@ Times are seconds and may be fractional so tests can run the whole state machine
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated
 
@@ -192,7 +192,7 @@ class Settings(BaseSettings):
         """A process whose last announcement is older than this is gone (so within 2 heartbeats of dying)."""
         return 1.5 * self.worker_heartbeat_s
 
-    @property
+    @cached_property
     def object_store_options(self) -> tuple[tuple[str, object], ...]:
         """The OUTPUT_S3_* and OUTPUT_LINK_TTL_S values as a hashable tuple (the store is cached on it)."""
         secrets = {"output_s3_access_key_id", "output_s3_secret_access_key"}
