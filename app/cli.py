@@ -6,17 +6,17 @@ API commands read REPORTCTL_API_URL (default http://127.0.0.1:8000) and REPORTCT
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 
 from app.auth.service import create_api_key, list_api_keys, revoke_api_key
+from app.cli_common import ApiKey, ApiUrl, api_client, parse_param, print_response
+from app.cli_schedules import schedules
 from app.cli_submit import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, submit_file
 from app.core.db import dispose_engine
 from app.core.errors import ValidationFailed
@@ -25,11 +25,7 @@ from app.core.tenancy import EVERY_TENANT, TenantScope
 cli = typer.Typer(help="report-orchestrator command line", no_args_is_help=True)
 keys = typer.Typer(help="API keys (talks to the database in DATABASE_URL)", no_args_is_help=True)
 cli.add_typer(keys, name="keys")
-schedules = typer.Typer(help="Recurring report schedules (over the API)", no_args_is_help=True)
 cli.add_typer(schedules, name="schedules")
-
-ApiUrl = Annotated[str, typer.Option("--api-url", envvar="REPORTCTL_API_URL")]
-ApiKey = Annotated[str, typer.Option("--api-key", envvar="REPORTCTL_API_KEY", show_default=False)]
 
 
 def _run_db(coro: Any) -> Any:
@@ -79,29 +75,6 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="Key id or its printe
     typer.echo("revoked")
 
 
-def _client(api_url: str, api_key: str) -> httpx.Client:
-    return httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=40)
-
-
-def _print_response(resp: httpx.Response) -> None:
-    try:
-        typer.echo(json.dumps(resp.json(), indent=2, ensure_ascii=False))
-    except ValueError:
-        typer.echo(resp.text)
-    if resp.status_code >= 400:
-        raise typer.Exit(1)
-
-
-def _parse_param(item: str) -> tuple[str, Any]:
-    key, sep, value = item.partition("=")
-    if not sep or not key:
-        raise typer.BadParameter(f"expected k=v, got {item!r}")
-    try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, value
-
-
 @cli.command()
 def submit(
     report_type: Annotated[str | None, typer.Argument(help="e.g. demo.csv")] = None,
@@ -125,7 +98,7 @@ def submit(
     if from_file is not None:
         if report_type or param or run_at or idempotency_key:
             raise typer.BadParameter("--from-file takes the jobs from the file alone")
-        with _client(api_url, api_key) as client:
+        with api_client(api_url, api_key) as client:
             refused = submit_file(client, from_file, batch_size, typer.echo)
         if refused:
             typer.echo(f"{refused} line(s) refused", err=True)
@@ -133,12 +106,12 @@ def submit(
         return
     if not report_type:
         raise typer.BadParameter("give a REPORT_TYPE, or --from-file")
-    body: dict[str, Any] = {"report_type": report_type, "params": dict(_parse_param(p) for p in param or [])}
+    body: dict[str, Any] = {"report_type": report_type, "params": dict(parse_param(p) for p in param or [])}
     if run_at:
         body["run_at"] = run_at
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-    with _client(api_url, api_key) as client:
-        _print_response(client.post("/v1/jobs", json=body, headers=headers))
+    with api_client(api_url, api_key) as client:
+        print_response(client.post("/v1/jobs", json=body, headers=headers))
 
 
 @cli.command()
@@ -149,26 +122,26 @@ def status(
     api_key: ApiKey = "",
 ) -> None:
     """Print a job; with --wait, long-poll until it is done, dead or cancelled."""
-    with _client(api_url, api_key) as client:
+    with api_client(api_url, api_key) as client:
         while True:
             resp = client.get(f"/v1/jobs/{job_id}", params={"wait": 30} if wait else None)
             if not wait or resp.status_code != 200 or resp.json()["status"] in ("done", "dead", "cancelled"):
                 break
-        _print_response(resp)
+        print_response(resp)
 
 
 @cli.command()
 def replay(job_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = "") -> None:
     """Replay a dead or cancelled job (attempts reset, replay_count + 1)."""
-    with _client(api_url, api_key) as client:
-        _print_response(client.post(f"/v1/jobs/{job_id}/replay"))
+    with api_client(api_url, api_key) as client:
+        print_response(client.post(f"/v1/jobs/{job_id}/replay"))
 
 
 @cli.command()
 def cancel(job_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = "") -> None:
     """Cancel a pending, scheduled, retrying or running job."""
-    with _client(api_url, api_key) as client:
-        _print_response(client.post(f"/v1/jobs/{job_id}/cancel"))
+    with api_client(api_url, api_key) as client:
+        print_response(client.post(f"/v1/jobs/{job_id}/cancel"))
 
 
 @cli.command("dead-letters")
@@ -183,10 +156,10 @@ def dead_letters_cmd(
     params: dict[str, Any] = {"limit": limit, "include_archived": include_archived}
     if report_type:
         params["report_type"] = report_type
-    with _client(api_url, api_key) as client:
+    with api_client(api_url, api_key) as client:
         resp = client.get("/v1/dead-letters", params=params)
     if resp.status_code != 200:
-        _print_response(resp)
+        print_response(resp)
     for item in resp.json()["items"]:
         err = item["error"] or {}
         flags = " archived" if item["archived_at"] else ""
@@ -214,8 +187,8 @@ def replay_dead(
         body["report_type"] = report_type
     if since:
         body["since"] = since
-    with _client(api_url, api_key) as client:
-        _print_response(client.post("/v1/dead-letters/replay", json=body))
+    with api_client(api_url, api_key) as client:
+        print_response(client.post("/v1/dead-letters/replay", json=body))
 
 
 @cli.command()
@@ -226,8 +199,8 @@ def resolve(
     api_key: ApiKey = "",
 ) -> None:
     """Resolve a dead letter by hand: archived with who and why; jobs waiting on its ordering key proceed."""
-    with _client(api_url, api_key) as client:
-        _print_response(client.post(f"/v1/dead-letters/{letter_id}/resolve", json={"reason": reason}))
+    with api_client(api_url, api_key) as client:
+        print_response(client.post(f"/v1/dead-letters/{letter_id}/resolve", json={"reason": reason}))
 
 
 WORKER_COLUMNS = ("NAME", "KIND", "VERSION", "STARTED", "CONCURRENCY", "RUNNING", "HEARTBEAT_AGE_S", "STATE")
@@ -244,10 +217,10 @@ def workers_cmd(
     api_key: ApiKey = "",
 ) -> None:
     """List worker, dead-letter and scheduler processes from the worker registry (admin key)."""
-    with _client(api_url, api_key) as client:
+    with api_client(api_url, api_key) as client:
         resp = client.get("/v1/workers", params={"state": "all" if include_gone else "live"})
     if resp.status_code != 200:
-        _print_response(resp)
+        print_response(resp)
     now = datetime.now(UTC)
     rows = [
         (
@@ -265,133 +238,6 @@ def workers_cmd(
     widths = [max(len(cell) for cell in column) for column in zip(WORKER_COLUMNS, *rows, strict=False)]
     for row in (WORKER_COLUMNS, *rows):
         typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-
-
-@schedules.command("create")
-def schedules_create(
-    name: Annotated[str, typer.Option(help="A slug, unique per tenant")],
-    report_type: Annotated[str, typer.Option(help="e.g. demo.csv")],
-    param: Annotated[
-        list[str] | None, typer.Option("--param", "-p", help="k=v (v parsed as JSON if it can be)")
-    ] = None,
-    cron: Annotated[str | None, typer.Option(help='5 fields, or 6 with seconds first: "0 8 * * 1-5"')] = None,
-    interval_s: Annotated[float | None, typer.Option(help="Fire every N seconds instead of a cron")] = None,
-    timezone: Annotated[str, typer.Option(help="IANA zone the cron is read in")] = "UTC",
-    missed_runs: Annotated[str, typer.Option(help="skip | run_once | run_all")] = "run_once",
-    overlap: Annotated[str, typer.Option(help="skip | queue | allow")] = "skip",
-    exclude_date: Annotated[
-        list[str] | None, typer.Option("--exclude-date", help="YYYY-MM-DD that never fires; repeat")
-    ] = None,
-    paused: Annotated[bool, typer.Option("--paused", help="Create it paused")] = False,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
-    api_key: ApiKey = "",
-) -> None:
-    """Create a schedule (exactly one of --cron and --interval-s) and print it with its next fires."""
-    body: dict[str, Any] = {
-        "name": name,
-        "report_type": report_type,
-        "params": dict(_parse_param(p) for p in param or []),
-        "cron": cron,
-        "interval_s": interval_s,
-        "timezone": timezone,
-        "missed_runs": missed_runs,
-        "overlap": overlap,
-        "exclude_dates": exclude_date or [],
-        "paused": paused,
-    }
-    with _client(api_url, api_key) as client:
-        _print_response(client.post("/v1/schedules", json=body))
-
-
-@schedules.command("list")
-def schedules_list(
-    report_type: Annotated[str | None, typer.Option(help="Only this report type")] = None,
-    paused: Annotated[
-        bool | None, typer.Option("--paused/--active", help="Only paused / active ones")
-    ] = None,
-    limit: Annotated[int, typer.Option(min=1, max=200)] = 50,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
-    api_key: ApiKey = "",
-) -> None:
-    """One line per schedule: id, name, cron or interval, zone, paused, next fire (UTC)."""
-    params: dict[str, Any] = {"limit": limit}
-    if report_type:
-        params["report_type"] = report_type
-    if paused is not None:
-        params["paused"] = str(paused).lower()
-    with _client(api_url, api_key) as client:
-        resp = client.get("/v1/schedules", params=params)
-    if resp.status_code != 200:
-        _print_response(resp)
-    for s in resp.json()["items"]:
-        when = s["cron"] or f"every {s['interval_s']:g}s"
-        nxt = s["next_fire_times"][0]["utc"] if s["next_fire_times"] else "-"
-        state = "paused" if s["paused"] else "active"
-        typer.echo(f"{s['id']}  {s['name']}  {when}  {s['timezone']}  {state}  next {nxt}")
-
-
-def _schedule_call(method: str, path: str, api_url: str, api_key: str) -> None:
-    with _client(api_url, api_key) as client:
-        resp = client.request(method, path)
-    if resp.status_code == 204:
-        typer.echo("deleted")
-        return
-    _print_response(resp)
-
-
-@schedules.command("show")
-def schedules_show(schedule_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = "") -> None:
-    """Print a schedule with its next 5 fire times (UTC and local)."""
-    _schedule_call("GET", f"/v1/schedules/{schedule_id}", api_url, api_key)
-
-
-@schedules.command("pause")
-def schedules_pause(
-    schedule_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = ""
-) -> None:
-    """Pause: nothing fires or is recorded until resumed."""
-    _schedule_call("POST", f"/v1/schedules/{schedule_id}/pause", api_url, api_key)
-
-
-@schedules.command("resume")
-def schedules_resume(
-    schedule_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = ""
-) -> None:
-    """Resume at the next future fire (the paused period is not caught up)."""
-    _schedule_call("POST", f"/v1/schedules/{schedule_id}/resume", api_url, api_key)
-
-
-@schedules.command("trigger")
-def schedules_trigger(
-    schedule_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = ""
-) -> None:
-    """Run the schedule once now (a manual run); prints the run with its job id."""
-    _schedule_call("POST", f"/v1/schedules/{schedule_id}/trigger", api_url, api_key)
-
-
-@schedules.command("delete")
-def schedules_delete(
-    schedule_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = ""
-) -> None:
-    """Delete the schedule and its run records; the jobs it made stay."""
-    _schedule_call("DELETE", f"/v1/schedules/{schedule_id}", api_url, api_key)
-
-
-@schedules.command("runs")
-def schedules_runs(
-    schedule_id: str,
-    limit: Annotated[int, typer.Option(min=1, max=200)] = 50,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
-    api_key: ApiKey = "",
-) -> None:
-    """What each fire did, newest first: fire time (local), result, reason, job id."""
-    with _client(api_url, api_key) as client:
-        resp = client.get(f"/v1/schedules/{schedule_id}/runs", params={"limit": limit})
-    if resp.status_code != 200:
-        _print_response(resp)
-    for r in resp.json()["items"]:
-        what = r["result"] + (f"/{r['reason']}" if r["reason"] else "") + (" (manual)" if r["manual"] else "")
-        typer.echo(f"{r['scheduled_for']}  {what}  {r['job_id'] or '-'}")
 
 
 def main() -> None:
