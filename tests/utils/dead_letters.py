@@ -11,9 +11,12 @@ from tests.utils.workers import drain
 
 
 async def kill_permanently(client: httpx.AsyncClient, auth: dict[str, str], n: int = 1) -> list[str]:
-    """Submit `n` jobs that fail permanently and run them to dead; returns their ids."""
-    ids = [await submit_id(client, auth, "demo.flaky", fail_times=1, permanent=True) for _ in range(n)]
-    await drain()
+    """Submit `n` jobs that fail permanently and run each to dead before the next is submitted; returns their
+    ids in the order they died (jobs drained together may die in any order, and their letters with them)."""
+    ids = []
+    for _ in range(n):
+        ids.append(await submit_id(client, auth, "demo.flaky", fail_times=1, permanent=True))
+        await drain()
     return ids
 
 
