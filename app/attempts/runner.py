@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from app.core.db import is_db_outage
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus
 from app.core.storage import get_output_store
 from app.models import ReportJob
-from app.reports.base import PermanentError, ReportContext
+from app.reports.base import OutputInfo, PermanentError, ReportContext
 from app.reports.registry import registry
 
 log = logging.getLogger(__name__)
@@ -153,19 +154,42 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
     if outcome is None:
         await service.note_late_result(key, AttemptOutcome.SUPERSEDED)
         return RunResult(detail="stopped: attempt no longer ours")
+    return await _recorded(lambda: _record(key, outcome, error, ctx.output_info, span))
+
+
+async def _recorded(record: Callable[[], Awaitable[RunResult]]) -> RunResult:
+    """`record()` once; only if that meets a database outage is the retry loop built and run (nearly every
+    outcome is recorded at the first try)."""
+    try:
+        return await record()
+    except Exception as exc:
+        if not is_db_outage(exc):
+            raise
     async for attempt in record_retrying():
         with attempt:
-            if outcome == AttemptOutcome.SUCCEEDED:
-                if not await group_commit.complete_attempt(key, ctx.output_info):
-                    await service.note_late_result(key, outcome)
-                return RunResult(detail="done")
-            if outcome == AttemptOutcome.CANCELLED:
-                await service.finish_cancelled(key)
-                return RunResult(detail="cancelled")
-            assert error is not None
-            result = await service.fail_attempt(key, outcome, error)
-            if not result.applied:
-                await service.note_late_result(key, outcome)
+            return await record()
+    raise AssertionError("record_retrying raises once it gives up")
+
+
+async def _record(
+    key: AttemptKey,
+    outcome: AttemptOutcome,
+    error: dict[str, Any] | None,
+    output: OutputInfo | None,
+    span: Span | None,
+) -> RunResult:
+    """Write the attempt's outcome (safe to run again: every write is a compare-and-set on the attempt)."""
+    if outcome == AttemptOutcome.SUCCEEDED:
+        if not await group_commit.complete_attempt(key, output):
+            await service.note_late_result(key, outcome)
+        return RunResult(detail="done")
+    if outcome == AttemptOutcome.CANCELLED:
+        await service.finish_cancelled(key)
+        return RunResult(detail="cancelled")
+    assert error is not None
+    result = await service.fail_attempt(key, outcome, error)
+    if not result.applied:
+        await service.note_late_result(key, outcome)
     tracing.annotate(span, {"job.status": result.status.value if result.status else None})
     if result.applied and result.status == JobStatus.RETRYING:
         return RunResult(defer_s=result.delay_s, detail="retrying")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from app.attempts.runner import record_retrying
+from app.attempts import runner
+from app.attempts.runner import RunResult, record_retrying
 
 
 def _mysql_error(code: int, message: str, cls: type[Exception] = OperationalError) -> Exception:
@@ -43,3 +44,46 @@ async def test_a_lost_connection_is_retried_until_it_comes_back() -> None:
             if tries < 3:
                 raise _mysql_error(2013, "Lost connection to MySQL server during query")
     assert tries == 3
+
+
+async def test_an_outcome_recorded_at_the_first_try_builds_no_retry_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_loop() -> None:
+        raise AssertionError("the retry loop was built for an outcome recorded at once")
+
+    monkeypatch.setattr(runner, "record_retrying", no_loop)
+    calls: list[int] = []
+
+    async def record() -> RunResult:
+        calls.append(1)
+        return RunResult(detail="done")
+
+    assert await runner._recorded(record) == RunResult(detail="done")
+    assert calls == [1]
+
+
+async def test_an_outage_at_the_first_try_falls_into_the_retry_loop() -> None:
+    failures = [_mysql_error(2013, "Lost connection to MySQL server during query")] * 2
+    calls: list[int] = []
+
+    async def record() -> RunResult:
+        calls.append(1)
+        if failures:
+            raise failures.pop()
+        return RunResult(detail="done")
+
+    assert await runner._recorded(record) == RunResult(detail="done")
+    assert len(calls) == 3
+
+
+async def test_a_bug_at_the_first_try_is_raised_at_once() -> None:
+    calls: list[int] = []
+
+    async def record() -> RunResult:
+        calls.append(1)
+        raise _mysql_error(1054, "Unknown column 'x' in 'field list'")
+
+    with pytest.raises(OperationalError):
+        await runner._recorded(record)
+    assert calls == [1]
