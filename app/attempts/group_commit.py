@@ -86,24 +86,19 @@ async def _hand_back(_item: StartItem, decision: Decision) -> None:
 
 
 async def _flush_starts(items: list[StartItem]) -> list[Decision | BaseException]:
-    if len(items) == 1:
-        return [await service.start_attempt(*items[0])]
     return await _together_or_alone(_start_together, items, lambda item: service.start_attempt(*item))
 
 
 async def _start_together(items: list[StartItem]) -> list[Decision | BaseException]:
-    worker = items[0][1]
-    if any(item[1] != worker for item in items):
-        raise _Recheck("several worker names in one batch")
     checked_at = utcnow()
     decisions: dict[int, Decision] = {}
-    winners: list[tuple[int, ReportJob]] = []
+    winners: list[tuple[int, ReportJob, str]] = []
     started: list[tuple[int, ReportJob, AttemptKey, dict[str, Any]]] = []
     async with session_scope() as session:
         jobs, attempts = JobRepository(session), AttemptRepository(session)
         rows = await attempts.lock_jobs(sorted({job_id for job_id, _ in items}))
         seen: set[str] = set()
-        for index, (job_id, _) in enumerate(items):
+        for index, (job_id, worker) in enumerate(items):
             if job_id in seen:
                 decisions[index] = service.Skip("another delivery started this job")
                 continue
@@ -119,13 +114,13 @@ async def _start_together(items: list[StartItem]) -> list[Decision | BaseExcepti
                 if blocked is not None:
                     decisions[index] = blocked
                     continue
-            winners.append((index, job))
+            winners.append((index, job, worker))
         # Stamped after every predecessor was seen finished (ordering keys: finished_at < started_at).
         now = utcnow()
         if winners:
-            if await attempts.start_many([job for _, job in winners], now, worker) != len(winners):
+            if await attempts.start_many([(job, worker) for _, job, worker in winners], now) != len(winners):
                 raise _Recheck("a start lost its compare-and-set under the lock")
-            started = [(index, job, *service.new_attempt(job, now, worker)) for index, job in winners]
+            started = [(index, job, *service.new_attempt(job, now, worker)) for index, job, worker in winners]
             await attempts.add_attempts([row for *_, row in started])
     for index, job, key, _row in started:
         decisions[index] = service.mark_started(job, key, now)
@@ -136,8 +131,6 @@ async def _start_together(items: list[StartItem]) -> list[Decision | BaseExcepti
 
 
 async def _flush_successes(items: list[DoneItem]) -> list[bool | BaseException]:
-    if len(items) == 1:
-        return [await service.complete_attempt(*items[0])]
     return await _together_or_alone(_complete_together, items, lambda item: service.complete_attempt(*item))
 
 

@@ -123,17 +123,23 @@ class AttemptRepository(Repository):
         rows = (await self.session.execute(LOCK_JOBS, {"ids": ids})).scalars().all()
         return {row.id: row for row in rows}
 
-    async def start_many(self, rows: list[ReportJob], now: datetime, worker: str) -> int:
-        """`start` for several jobs in one statement; each row's own compare-and-set is in the WHERE, so
-        the count tells whether every one of them won."""
-        check_transition({row.status for row in rows}, JobStatus.RUNNING)
-        params = {
-            "ids": [row.id for row in rows],
-            "guards": [(row.id, row.status.value, row.attempt, row.replay_count) for row in rows],
-            "p_now": now,
-            "p_worker": worker,
-        }
-        return int((await self.session.execute(START_MANY, params)).rowcount)  # type: ignore[attr-defined]
+    async def start_many(self, starts: list[tuple[ReportJob, str]], now: datetime) -> int:
+        """`start` for several jobs, each by its own worker: one statement per worker name (a worker process
+        has one), each row's own compare-and-set in its WHERE, so the count tells whether every one won."""
+        check_transition({row.status for row, _ in starts}, JobStatus.RUNNING)
+        by_worker: dict[str, list[ReportJob]] = {}
+        for row, worker in starts:
+            by_worker.setdefault(worker, []).append(row)
+        started = 0
+        for worker, rows in by_worker.items():
+            params = {
+                "ids": [row.id for row in rows],
+                "guards": [(row.id, row.status.value, row.attempt, row.replay_count) for row in rows],
+                "p_now": now,
+                "p_worker": worker,
+            }
+            started += int((await self.session.execute(START_MANY, params)).rowcount)  # type: ignore[attr-defined]
+        return started
 
     async def lock_running(self, keys: list[AttemptKey]) -> set[str]:
         """Which of `keys` are still their job's running attempt, with those rows locked until the end of

@@ -4,9 +4,11 @@ each job is still decided alone (a loser never fails its neighbours)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -61,6 +63,28 @@ async def test_a_start_on_its_own_is_flushed_alone_without_waiting(
         assert isinstance(await group_commit.start_attempt(job_id, WORKER), service.Started)
     stats = group_commit.group_stats()
     assert stats["start_flushes"] == stats["starts"] == 3, stats
+
+
+async def test_starts_from_several_worker_names_share_one_transaction_each_with_its_own_worker(
+    client: httpx.AsyncClient, auth: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    job_ids = await submit(client, auth, 6)
+    workers = [f"host:{n % 2 + 1}" for n in range(len(job_ids))]
+    with caplog.at_level(logging.WARNING, logger=group_commit.__name__):
+        decisions = await asyncio.gather(
+            *(
+                group_commit.start_attempt(job_id, worker)
+                for job_id, worker in zip(job_ids, workers, strict=True)
+            )
+        )
+    assert all(isinstance(d, service.Started) for d in decisions), decisions
+    assert "fell back" not in caplog.text
+    async with session_scope() as session:
+        rows = await session.execute(
+            text("SELECT j.id, j.worker, a.worker FROM report_jobs j JOIN job_attempts a ON a.job_id = j.id")
+        )
+        held = {job_id: (job_worker, attempt_worker) for job_id, job_worker, attempt_worker in rows}
+    assert held == {job_id: (worker, worker) for job_id, worker in zip(job_ids, workers, strict=True)}
 
 
 async def test_a_start_that_loses_its_race_inside_a_shared_transaction_leaves_its_neighbours_started(
