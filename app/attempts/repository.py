@@ -8,7 +8,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Update, bindparam, insert, select, tuple_
+from sqlalchemy import ColumnElement, Update, bindparam, insert, select, tuple_
 
 from app.core.repository import Repository, table_of
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus, check_transition
@@ -69,6 +69,16 @@ def _running_many(columns: tuple[str, ...]) -> Update:
         )
         .values({name: bindparam(f"p_{name}") for name in columns})
     )
+
+
+def _attempt_row(key: AttemptKey, outcome: AttemptOutcome) -> list[ColumnElement[bool]]:
+    """The WHERE of the attempt `key` while it is still `outcome` (running: not finished by anyone else)."""
+    return [
+        attempt.job_id == key.job_id,
+        attempt.attempt == key.attempt,
+        attempt.replay == key.replay,
+        attempt.outcome == outcome.value,
+    ]
 
 
 def _key_guards(keys: list[AttemptKey]) -> dict[str, Any]:
@@ -217,12 +227,7 @@ class AttemptRepository(Repository):
     ) -> int:
         stmt = (
             ATTEMPTS.update()
-            .where(
-                attempt.job_id == key.job_id,
-                attempt.attempt == key.attempt,
-                attempt.replay == key.replay,
-                attempt.outcome == AttemptOutcome.RUNNING.value,
-            )
+            .where(*_attempt_row(key, AttemptOutcome.RUNNING))
             .values(outcome=outcome.value, finished_at=now, error=error)
         )
         return await self.rowcount(stmt)
@@ -231,12 +236,7 @@ class AttemptRepository(Repository):
         """Record on an attempt already declared lost that its worker reported late (and was ignored)."""
         stmt = (
             ATTEMPTS.update()
-            .where(
-                attempt.job_id == key.job_id,
-                attempt.attempt == key.attempt,
-                attempt.replay == key.replay,
-                attempt.outcome == AttemptOutcome.LOST.value,
-            )
+            .where(*_attempt_row(key, AttemptOutcome.LOST))
             .values(
                 error={
                     "type": "LostWorker",
