@@ -26,6 +26,7 @@ from app.core.config import get_settings
 from app.core.db import dispose_engine, get_engine
 from app.core.logs import setup_logging
 from app.dead_letters import routes as dead_letters_routes
+from app.fairshare import routes as fairshare_routes
 from app.fleet import routes as fleet_routes
 from app.jobs import routes as jobs_routes
 from app.reports import routes as reports_routes
@@ -74,6 +75,7 @@ def create_app() -> FastAPI:
         dead_letters_routes.router,
         schedules_routes.router,
         reports_routes.router,
+        fairshare_routes.router,
         fleet_routes.router,
         console_routes.router,
         console_job_routes.router,

@@ -16,7 +16,10 @@ from app.auth.service import Principal, authenticate, hash_key
 from app.core.config import get_settings
 from app.core.db import is_db_outage
 
-ADMIN_PATHS = re.compile(r"^/v1/(dead-letters/replay|workers)/?$")
+ADMIN_PATHS = re.compile(
+    r"^/v1/(dead-letters/replay|workers|tenants(/[^/]*(/(pause|resume))?)?|fair-share/.*"
+    r"|report-types/[^/]+(/(pause|resume|policy))?)/?$"
+)
 
 
 def required_scope(method: str, path: str) -> str:

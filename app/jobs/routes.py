@@ -22,6 +22,7 @@ from app.core.errors import OrchestratorError, RateLimited, ValidationFailed
 from app.core.states import JobStatus, is_terminal
 from app.core.storage import StoredOutput, content_disposition
 from app.core.wire import IsoDateTime
+from app.fairshare import service as fairshare
 from app.jobs import service
 from app.jobs.batch import BatchEntry, BatchOutcome, submit_batch
 from app.jobs.repository import JobFilter
@@ -70,8 +71,11 @@ async def submit_job(
         ),
     ] = None,
 ) -> Response:
+    """`blocked_by` and `waiting_for` already say what the new job waits for: an unfinished predecessor with
+    the same ordering key, a paused report type or tenant, a full concurrency cap."""
     result = await service.submit(principal.tenant, _request_of(body), idempotency_key)
-    return _job_answer(JobPublic.of(result.job), 202 if result.created else 200)
+    waits = result.waiting_for if result.created else (await fairshare.waiting_for([result.job]))[0]
+    return _job_answer(JobPublic.of(result.job, waits), 202 if result.created else 200)
 
 
 def _request_of(body: JobCreate) -> service.SubmitRequest:
@@ -83,6 +87,7 @@ def _request_of(body: JobCreate) -> service.SubmitRequest:
         ordering_key=body.ordering_key,
         callback_url=body.callback_url,
         on_predecessor_dead=body.on_predecessor_dead,
+        priority=body.priority,
     )
 
 
@@ -120,10 +125,11 @@ def _batch_entry(item: JobBatchItem | dict[str, Any]) -> BatchEntry | Orchestrat
     return BatchEntry(_request_of(item), item.idempotency_key)
 
 
-def _batch_result(index: int, outcome: BatchOutcome) -> BatchItemResult:
+def _batch_result(index: int, outcome: BatchOutcome, waits: dict[str, Any] | None) -> BatchItemResult:
     if isinstance(outcome, SubmitResult):
         status = 202 if outcome.created else 200
-        return BatchItemResult(index=index, status=status, job=JobPublic.of(outcome.job), problem=None)
+        job = JobPublic.of(outcome.job, waits)
+        return BatchItemResult(index=index, status=status, job=job, problem=None)
     problem = Problem.model_validate(domain_problem(outcome, ("jobs", index)))
     return BatchItemResult(index=index, status=problem.status, job=None, problem=problem)
 
@@ -145,7 +151,8 @@ async def submit_jobs_batch(body: JobBatchCreate, principal: PrincipalDep) -> Re
     whole batch and creates nothing. Items over the tenant's submit rate limit get 429 (the 207 then
     carries `Retry-After`). The body may be up to 64 × MAX_BODY_BYTES; each item up to MAX_BODY_BYTES."""
     outcomes = await submit_batch(principal.tenant, [_batch_entry(item) for item in body.jobs])
-    results = [_batch_result(i, outcome) for i, outcome in enumerate(outcomes)]
+    waits = await _waits_of(outcomes)
+    results = [_batch_result(i, outcome, waits.get(i)) for i, outcome in enumerate(outcomes)]
     statuses = [r.status for r in results]
     answer = JobBatchResult(
         results=results,
@@ -156,6 +163,13 @@ async def submit_jobs_batch(body: JobBatchCreate, principal: PrincipalDep) -> Re
     retry_after_s = max((o.retry_after_s for o in outcomes if isinstance(o, RateLimited)), default=None)
     headers = {"Retry-After": str(retry_after_s)} if retry_after_s is not None else None
     return model_response(answer, 207, headers=headers)
+
+
+async def _waits_of(outcomes: list[BatchOutcome]) -> dict[int, dict[str, Any] | None]:
+    """What each item's job waits for (pause, full cap), by item index: one Redis round trip for all."""
+    indexed = [(i, o.job) for i, o in enumerate(outcomes) if isinstance(o, SubmitResult)]
+    waits = await fairshare.waiting_for([job for _, job in indexed])
+    return {i: wait for (i, _), wait in zip(indexed, waits, strict=True)}
 
 
 @router.get("", response_model=JobPage, responses=problem_responses(401, 403, 422, 503), summary="List jobs")
@@ -178,8 +192,11 @@ async def list_jobs(
         schedule_id=schedule_id,
     )
     jobs = await service.list_jobs(flt, decode_cursor(cursor), limit + 1)
+    shown = jobs[:limit]
+    waits = await fairshare.waiting_for(shown)
     page = JobPage(
-        items=[JobPublic.of(j) for j in jobs[:limit]], next_cursor=next_cursor([j.id for j in jobs], limit)
+        items=[JobPublic.of(j, w) for j, w in zip(shown, waits, strict=True)],
+        next_cursor=next_cursor([j.id for j in jobs], limit),
     )
     return model_response(page)
 
@@ -206,7 +223,7 @@ async def get_job(
             await asyncio.sleep(min(pause_s, left))
             pause_s = min(pause_s * 1.5, 0.5)
             job = await service.get_job(job_id, scope)
-    return model_response(JobPublic.of(job))
+    return model_response(JobPublic.of(job, (await fairshare.waiting_for([job]))[0]))
 
 
 @router.get(
@@ -287,7 +304,7 @@ async def replay_job(job_id: JobId, principal: PrincipalDep, body: ReplayRequest
     (default: every failed step); succeeded steps never run again."""
     check_id(job_id)
     job = await service.replay(job_id, principal.tenant_scope, body.steps if body else None)
-    return _job_answer(JobPublic.of(job), 202)
+    return _job_answer(JobPublic.of(job, (await fairshare.waiting_for([job]))[0]), 202)
 
 
 @router.get(

@@ -37,6 +37,13 @@ class JobCreate(BaseModel):
         "wait", description="With an ordering_key: wait for a dead earlier job to be replayed, or run anyway"
     )
     callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
+    priority: int | None = Field(
+        None,
+        ge=0,
+        le=9,
+        strict=True,
+        description="0–9, higher starts first among jobs ready to run; default: the report type's, else 5",
+    )
 
 
 class JobBatchItem(JobCreate):
@@ -89,6 +96,15 @@ class CallbackState(BaseModel):
     last_error: str | None
 
 
+#: What keeps a waiting job from starting although it is next in line (see JobPublic.waiting_for).
+WAITING_FOR_EXAMPLES: list[dict[str, str | int]] = [
+    {"paused": "report_type:demo.csv"},
+    {"paused": "tenant:acme"},
+    {"cap": "report_type:demo.csv", "limit": 2},
+    {"cap": "tenant:acme", "limit": 10},
+]
+
+
 class JobPublic(BaseModel):
     """The job document: API answers and completion-callback bodies alike (field names are the contract)."""
 
@@ -102,7 +118,17 @@ class JobPublic(BaseModel):
     run_at: Stamp | None
     ordering_key: str | None
     on_predecessor_dead: str
-    blocked_by: str | None
+    blocked_by: str | None = Field(
+        description="A pending job's predecessor with the same ordering key that must finish first, else null"
+    )
+    priority: int = Field(ge=0, le=9, description="0–9, higher starts first among jobs ready to run")
+    waiting_for: dict[str, str | int] | None = Field(
+        description="A pending (or due retrying) job's pause or full concurrency cap that keeps it from "
+        'starting now although it is next in line: `{"paused": "report_type:NAME"}`, `{"paused": '
+        '"tenant:NAME"}`, `{"cap": "report_type:NAME", "limit": N}` or `{"cap": "tenant:NAME", '
+        '"limit": N}`; null when only its turn (or `blocked_by`) holds it. Always null in callbacks.',
+        examples=WAITING_FOR_EXAMPLES,
+    )
     progress: float | None
     last_error: ErrorInfo | None
     output: OutputPublic | None
@@ -132,7 +158,8 @@ class JobPublic(BaseModel):
     updated_at: Stamp
 
     @classmethod
-    def of(cls, job: ReportJob) -> JobPublic:
+    def of(cls, job: ReportJob, waiting_for: dict[str, Any] | None = None) -> JobPublic:
+        """The document of `job`; `waiting_for` is what app.fairshare says holds it (None: nothing)."""
         done = job.status == JobStatus.DONE and job.output_filename
         return cls(
             id=job.id,
@@ -146,6 +173,8 @@ class JobPublic(BaseModel):
             ordering_key=job.ordering_key,
             on_predecessor_dead=job.on_predecessor_dead,
             blocked_by=job.blocked_by if job.status == JobStatus.PENDING else None,
+            priority=job.priority,
+            waiting_for=waiting_for,
             progress=job.progress,
             last_error=ErrorInfo.of(job.last_error),
             output=OutputPublic(

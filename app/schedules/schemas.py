@@ -42,6 +42,13 @@ class ScheduleCreate(BaseModel):
     max_attempts: int | None = Field(None, ge=1, le=100, description="Overrides the type's attempt budget")
     callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
     ordering_key: str | None = Field(None, min_length=1, max_length=200)
+    priority: int | None = Field(
+        None,
+        ge=0,
+        le=9,
+        strict=True,
+        description="Its jobs' priority (0–9, higher first); null: the report type's, else 5",
+    )
     cron: str | None = Field(
         None,
         min_length=1,
@@ -77,6 +84,7 @@ class SchedulePatch(BaseModel):
     max_attempts: int | None = Field(None, ge=1, le=100)
     callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
     ordering_key: str | None = Field(None, min_length=1, max_length=200)
+    priority: int | None = Field(None, ge=0, le=9, strict=True)
     cron: str | None = Field(None, min_length=1, max_length=120)
     interval_s: float | None = Field(None, ge=1, le=MAX_INTERVAL_S)
     timezone: str | None = Field(None, min_length=1, max_length=64)
@@ -110,6 +118,7 @@ class SchedulePublic(BaseModel):
     max_attempts: int | None
     callback_url: str | None
     ordering_key: str | None
+    priority: int | None = Field(description="Its jobs' priority; null: the report type's (else 5)")
     cron: str | None
     interval_s: float | None
     timezone: str
@@ -137,6 +146,7 @@ class SchedulePublic(BaseModel):
             max_attempts=row.max_attempts,
             callback_url=row.callback_url,
             ordering_key=row.ordering_key,
+            priority=row.priority,
             cron=row.cron,
             interval_s=row.interval_s,
             timezone=row.timezone,

@@ -209,9 +209,9 @@ async def test_params_failing_the_type_schema_is_422_at_body_params_field(
 
 
 async def test_unknown_top_level_field_is_422(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
-    resp = await client.post("/v1/jobs", json={**CSV, "priority": 9}, headers=auth)
+    resp = await client.post("/v1/jobs", json={**CSV, "urgency": 9}, headers=auth)
     errors = assert_validation(resp)
-    assert any(e["loc"][:2] == ["body", "priority"] for e in errors), errors
+    assert any(e["loc"][:2] == ["body", "urgency"] for e in errors), errors
     await assert_no_job_created(client, auth)
 
 
