@@ -14,21 +14,26 @@ from typing import Annotated, Any
 
 import typer
 
-from app.auth.service import create_api_key, list_api_keys, revoke_api_key
 from app.cli_common import ApiKey, ApiUrl, api_client, parse_param, print_response
+from app.cli_fairshare import tenants, types
 from app.cli_schedules import schedules
 from app.cli_submit import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, submit_file
-from app.core.db import dispose_engine
-from app.core.errors import ValidationFailed
-from app.core.tenancy import EVERY_TENANT, TenantScope
 
 cli = typer.Typer(help="report-orchestrator command line", no_args_is_help=True)
 keys = typer.Typer(help="API keys (talks to the database in DATABASE_URL)", no_args_is_help=True)
 cli.add_typer(keys, name="keys")
 cli.add_typer(schedules, name="schedules")
+cli.add_typer(tenants, name="tenants")
+cli.add_typer(types, name="types")
+
+
+# The database commands import the app's database layer when they run: an API command starts without it
+# (SQLAlchemy and the models are most of reportctl's start-up time).
 
 
 def _run_db(coro: Any) -> Any:
+    from app.core.db import dispose_engine
+
     async def wrapped() -> Any:
         try:
             return await coro
@@ -47,6 +52,9 @@ def keys_create(
     name: Annotated[str | None, typer.Option(help="A label for the key")] = None,
 ) -> None:
     """Create a key and print it once (only its hash is stored)."""
+    from app.auth.service import create_api_key
+    from app.core.errors import ValidationFailed
+
     try:
         key, raw = _run_db(create_api_key(tenant, [s.strip() for s in scopes.split(",") if s.strip()], name))
     except ValidationFailed as exc:
@@ -59,6 +67,9 @@ def keys_create(
 @keys.command("list")
 def keys_list(tenant: Annotated[str | None, typer.Option(help="Only this tenant")] = None) -> None:
     """List keys (never their secrets)."""
+    from app.auth.service import list_api_keys
+    from app.core.tenancy import EVERY_TENANT, TenantScope
+
     for key in _run_db(list_api_keys(TenantScope.only(tenant) if tenant else EVERY_TENANT)):
         state = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
         typer.echo(
@@ -69,6 +80,8 @@ def keys_list(tenant: Annotated[str | None, typer.Option(help="Only this tenant"
 @keys.command("revoke")
 def keys_revoke(key_id: Annotated[str, typer.Argument(help="Key id or its printed prefix")]) -> None:
     """Revoke a key; API replicas refuse it within API_KEY_CACHE_TTL_S."""
+    from app.auth.service import revoke_api_key
+
     if not _run_db(revoke_api_key(key_id)):
         typer.echo("no active key with that id or prefix", err=True)
         raise typer.Exit(1)
@@ -82,6 +95,9 @@ def submit(
         list[str] | None, typer.Option("--param", "-p", help="k=v (v parsed as JSON if it can be)")
     ] = None,
     run_at: Annotated[str | None, typer.Option(help="ISO 8601 start time")] = None,
+    priority: Annotated[
+        int | None, typer.Option(min=0, max=9, help="0–9, higher first (default: the type's, else 5)")
+    ] = None,
     idempotency_key: Annotated[str | None, typer.Option(help="Idempotency-Key header")] = None,
     from_file: Annotated[
         Path | None,
@@ -96,7 +112,7 @@ def submit(
     """Submit a job and print it; or, with --from-file, every line's job in batches, printing
     `line<TAB>status<TAB>job id or why not` per line (exit 1 if any line was refused)."""
     if from_file is not None:
-        if report_type or param or run_at or idempotency_key:
+        if report_type or param or run_at or idempotency_key or priority is not None:
             raise typer.BadParameter("--from-file takes the jobs from the file alone")
         with api_client(api_url, api_key) as client:
             refused = submit_file(client, from_file, batch_size, typer.echo)
@@ -109,6 +125,8 @@ def submit(
     body: dict[str, Any] = {"report_type": report_type, "params": dict(parse_param(p) for p in param or [])}
     if run_at:
         body["run_at"] = run_at
+    if priority is not None:
+        body["priority"] = priority
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     with api_client(api_url, api_key) as client:
         print_response(client.post("/v1/jobs", json=body, headers=headers))
