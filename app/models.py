@@ -78,6 +78,8 @@ class ReportJob(SQLModel, table=True):
     next_attempt_at: datetime | None = _ts()
     run_at: datetime | None = _ts()
     ordering_key: str | None = Field(default=None, max_length=200)
+    # 0-9, higher first (app.fairshare); kept by retries and replays.
+    priority: int = Field(default=5, sa_type=sa.SmallInteger, nullable=False)
     # What a dead predecessor (same ordering_key, submitted earlier) means for this job: "wait" or "continue".
     on_predecessor_dead: str = Field(default="wait", max_length=16)
     blocked_by: str | None = Field(default=None, max_length=26)
@@ -292,6 +294,7 @@ class Schedule(SQLModel, table=True):
     max_attempts: int | None = Field(default=None)
     callback_url: str | None = Field(default=None, max_length=2000)
     ordering_key: str | None = Field(default=None, max_length=200)
+    priority: int | None = Field(default=None, sa_type=sa.SmallInteger)  # None: the report type's
     cron: str | None = Field(default=None, max_length=120)
     interval_s: float | None = Field(default=None)
     timezone: str = Field(default="UTC", max_length=64)
@@ -328,6 +331,29 @@ class ScheduleRun(SQLModel, table=True):
     reason: str | None = Field(default=None, max_length=16)  # missed | overlap | excluded_date | paused
     manual: bool = Field(default=False, nullable=False)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class TenantPolicy(SQLModel, table=True):
+    """A tenant's share of the workers (app.fairshare): weight, running cap, pause. No row: the defaults."""
+
+    __tablename__ = "tenant_policies"
+
+    tenant: str = Field(primary_key=True, max_length=64)
+    weight: int = Field(default=1, nullable=False)
+    max_running: int | None = Field(default=None)  # None: TENANT_MAX_RUNNING
+    paused: bool = Field(default=False, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class ReportTypePolicy(SQLModel, table=True):
+    """An operator's override of a report type's concurrency cap, and its pause (app.fairshare)."""
+
+    __tablename__ = "report_type_policies"
+
+    report_type: str = Field(primary_key=True, max_length=100)
+    max_concurrency: int | None = Field(default=None)  # None: the setting, else what the type declares
+    paused: bool = Field(default=False, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
 
 
 # Rows built with model_construct (app/jobs/building.py) are read before any query would have configured

@@ -16,8 +16,10 @@ from arq.worker import Worker
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
-from app.core import queue
+from app.core import lanes, queue
+from app.core.db import is_db_outage
 from app.core.grouping import GroupCommit
+from app.fairshare.service import rebuild_dispatch
 from app.fleet.schemas import ProcessKind
 from app.fleet.service import Presence
 from workers import claiming
@@ -46,9 +48,14 @@ class OrchestratorWorker(Worker):
         *args: Any,
         registry_kind: ProcessKind | None = None,
         metrics_port: int | None = None,
+        dispatch_lanes: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        # The main queue's worker claims from the dispatch lanes (priority, fair share, caps, pauses); the
+        # dead-letter consumer's queue has none and is claimed in time order.
+        self.dispatch_lanes = dispatch_lanes
+        self._queue_claim: AsyncScript | None = None
         # With a `registry_kind` (the `python -m` processes), the worker announces itself in the worker
         # registry at its first poll, beats with its running jobs and leaves in `close`.
         self.presence = (
@@ -61,7 +68,7 @@ class OrchestratorWorker(Worker):
         # A non-Redis error in a wake-up poll is raised in the main loop, where arq would have raised it.
         self._wake_error: BaseException | None = None
         self._redis_failures = 0
-        self._claim_script: AsyncScript | None = None
+        self._scripts: lanes.Scripts | None = None
         self._finishes: GroupCommit[claiming.Finish, None] = GroupCommit(self.record_finishes)
 
     # ---- arq's seams ------------------------------------------------------------------------------------
@@ -111,6 +118,14 @@ class OrchestratorWorker(Worker):
         )
         await self._finishes.submit(done)
 
+    async def finish_failed_job(self, job_id: str, result_data: bytes | None) -> None:
+        """arq's end of a message that could not run (expired, unreadable): through the same script, so
+        the slot it holds is freed too."""
+        done = claiming.Finish(
+            job_id, True, result_data, self.keep_result_s, self.keep_result_forever, None, None
+        )
+        await self._finishes.submit(done)
+
     async def close(self) -> None:
         # Wake-ups stop first: while arq waits for the running jobs, a closing worker must not start new ones,
         # and the listener must let go of its connection before arq closes the pool.
@@ -120,7 +135,12 @@ class OrchestratorWorker(Worker):
         await super().close()
 
     async def record_finishes(self, finishes: list[claiming.Finish]) -> list[None]:
-        return await claiming.record_finishes(self.pool, self.queue_name, finishes)
+        return await claiming.record_finishes(self.scripts(), self.queue_name, finishes)
+
+    def scripts(self) -> lanes.Scripts:
+        if self._scripts is None:
+            self._scripts = lanes.Scripts(self.pool)
+        return self._scripts
 
     def jobs_running(self) -> int:
         return sum(not task.done() for task in self.tasks.values())
@@ -147,29 +167,19 @@ class OrchestratorWorker(Worker):
 
     async def poll_now(self) -> None:
         async with self._poll_lock:
-            if self.burst and self.max_burst_jobs >= 0:
-                await super()._poll_iteration()  # arq counts its burst limit in its own poll
-                await self.arm_wake_timer()
-            else:
-                await self.claim_and_start()
+            await self.claim_and_start()
 
     async def claim_and_start(self) -> None:
         """arq's poll iteration with one script instead of a ZRANGEBYSCORE plus four round trips per job id:
-        claim what the free slots can take, start it, reap finished tasks, beat arq's health check."""
+        claim what the free slots can take (the lanes decide which: app.core.lanes), start it, reap finished
+        tasks, beat arq's health check."""
         slots = self.max_jobs - self.job_counter
-        head_score_ms: float | None = None
+        if self.burst and self.max_burst_jobs >= 0:
+            slots = min(slots, self.max_burst_jobs - self._jobs_started())
+        next_due_ms: float | None = None
         if self.allow_pick_jobs and slots > 0:
-            if self._claim_script is None:
-                self._claim_script = claiming.claim_script(self.pool)
-            claimed = await claiming.claim(
-                self._claim_script,
-                self.queue_name,
-                timestamp_ms(),
-                self.queue_read_limit,
-                slots,
-                int(self.in_progress_timeout_s * 1000),
-            )
-            head_score_ms = claimed.head_score_ms
+            claimed = await self.claim(slots)
+            next_due_ms = claimed.next_due_ms
             if claimed.jobs and log.isEnabledFor(logging.DEBUG):
                 log.debug("claimed jobs", extra={"claimed": len(claimed.jobs), "free_slots": slots})
             for job_id, score in claimed.jobs:
@@ -185,8 +195,37 @@ class OrchestratorWorker(Worker):
                 del self.tasks[job_id]
                 task.result()  # as arq does: an error in run_job is raised here
         await self.heart_beat()
-        if head_score_ms is not None:
-            self.arm_wake_timer_at(head_score_ms)
+        if next_due_ms is not None:
+            self.arm_wake_timer_at(next_due_ms)
+
+    async def claim(self, slots: int) -> claiming.Claim:
+        """Claim up to `slots` messages; after a Redis flush, first rebuild the dispatch state from MySQL
+        (the slots of running jobs and the policy), so caps hold through the flush."""
+        if not self.dispatch_lanes:
+            if self._queue_claim is None:
+                self._queue_claim = claiming.queue_claim_script(self.pool)
+            return await claiming.claim_in_time_order(
+                self._queue_claim,
+                self.queue_name,
+                timestamp_ms(),
+                self.queue_read_limit,
+                slots,
+                int(self.in_progress_timeout_s * 1000),
+            )
+        for _ in range(2):
+            claimed = await claiming.claim(
+                self.scripts(), self.queue_name, timestamp_ms(), slots, int(self.in_progress_timeout_s * 1000)
+            )
+            if not claimed.rebuild:
+                return claimed
+            try:
+                await rebuild_dispatch()
+            except Exception as exc:
+                if not is_db_outage(exc):
+                    raise
+                log.warning("dispatch state not rebuilt: database unavailable", extra={"error": repr(exc)})
+                break
+        return claiming.Claim([], None)
 
     async def run_wakeups(self) -> None:
         while True:
@@ -222,11 +261,6 @@ class OrchestratorWorker(Worker):
                     # Hand the subscription's connection back; after a Redis restart it is dead anyway.
                     with contextlib.suppress(Exception):
                         await pubsub.aclose()
-
-    async def arm_wake_timer(self) -> None:
-        earliest = await self.pool.zrange(self.queue_name, 0, 0, withscores=True)
-        if earliest:
-            self.arm_wake_timer_at(earliest[0][1])
 
     def arm_wake_timer_at(self, score_ms: float) -> None:
         """Poll when the earliest deferred job falls due, if that comes before the next regular poll."""

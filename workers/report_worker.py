@@ -53,6 +53,7 @@ def worker_options() -> dict[str, Any]:
     settings = get_settings()
     return {
         "functions": [func(run_report, name=RUN_REPORT, max_tries=ARQ_MAX_TRIES)],
+        "dispatch_lanes": True,
         "redis_settings": redis_settings(settings),
         "queue_name": settings.queue_name,
         "max_jobs": settings.worker_max_jobs,

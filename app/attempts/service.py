@@ -22,6 +22,7 @@ from app.core.states import STARTABLE, AttemptKey, AttemptOutcome, JobStatus, st
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository
+from app.fairshare.service import lane_of, release_slots
 from app.jobs.effects import NO_EFFECTS, TerminalEffects, stage_terminal_effects
 from app.jobs.repository import JobRepository
 from app.jobs.waiting import eligible_since
@@ -339,6 +340,7 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
     async with session_scope() as session:
         stuck = await AttemptRepository(session).stuck_jobs(now - timedelta(seconds=stuck_after_s), limit)
     declared = 0
+    over: list[str] = []
     for job in stuck:
         key = AttemptKey(
             job.id,
@@ -350,13 +352,16 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
             started_at=job.started_at,
         )
         if job.cancel_requested:
-            declared += await finish_cancelled(key)
+            if await finish_cancelled(key):
+                declared += 1
+                over.append(job.id)
             continue
         message = f"no heartbeat for {stuck_after_s:g} s from worker {job.worker or '?'}"
         result = await fail_attempt(key, AttemptOutcome.LOST, error_dict("LostWorker", message, True))
         if not result.applied:
             continue
         declared += 1
+        over.append(job.id)
         metrics.count_rescued(job)
         if result.status == JobStatus.RETRYING:
             # The killed worker's arq message may linger in Redis until its lease expires: add a fresh one.
@@ -366,7 +371,14 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
                 defer_until=now + timedelta(seconds=result.delay_s),
                 suffix=f"lost{key.attempt}",
                 traceparent=job.traceparent,
+                lane=lane_of(job),
             )
+    if over:
+        # Their slots (caps, fair share) are free again now, not when the dead worker's lease runs out.
+        try:
+            await release_slots(over)
+        except Exception as exc:  # the sweep frees them at a later tick
+            log.warning("slots of lost jobs not freed yet", extra={"error": repr(exc)})
     return declared
 
 

@@ -83,6 +83,11 @@ class Settings(BaseSettings):
     # 1 turns group commit off.
     worker_group_commit_max_jobs: int = Field(64, ge=1, le=1000)
     worker_shutdown_grace_s: float = Field(30.0, ge=0)
+    # Fair share (app.fairshare): running jobs allowed per report type (JSON {"type": n}, over what the type
+    # declares; `reportctl types set-cap` overrides both) and per tenant (0: no cap; per-tenant overrides
+    # with `reportctl tenants set-cap`).
+    report_type_max_concurrency: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)
+    tenant_max_running: int = Field(0, ge=0)
     queue_name: str = "arq:queue"
     dead_letter_queue_name: str = "arq:dead-letters"
     db_pool_size: int = Field(10, gt=0)
@@ -109,7 +114,7 @@ class Settings(BaseSettings):
             return [float(p) for p in parsed]
         return value
 
-    @field_validator("callback_tenant_secrets", mode="before")
+    @field_validator("callback_tenant_secrets", "report_type_max_concurrency", mode="before")
     @classmethod
     def _parse_secret_map(cls, value: object) -> object:
         if isinstance(value, str):
@@ -132,6 +137,13 @@ class Settings(BaseSettings):
         if value == "local" or re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,62}(/[^?#]*)?", value):
             return value.rstrip("/")
         raise ValueError("OUTPUT_STORAGE must be 'local' or 's3://bucket[/prefix]'")
+
+    @field_validator("report_type_max_concurrency")
+    @classmethod
+    def _caps_positive(cls, value: dict[str, int]) -> dict[str, int]:
+        if any(cap < 1 for cap in value.values()):
+            raise ValueError("REPORT_TYPE_MAX_CONCURRENCY caps must be >= 1")
+        return value
 
     @field_validator("retry_delays_s", "callback_retry_delays_s")
     @classmethod

@@ -15,16 +15,17 @@ from typing import Any
 import orjson
 from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
-from arq.constants import job_key_prefix, result_key_prefix
+from arq.constants import job_key_prefix
 from arq.jobs import serialize_job
 from redis.asyncio.lock import Lock
 from redis.asyncio.retry import Retry as RedisRetry
 from redis.backoff import ExponentialBackoff
-from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from app.core import lanes
 from app.core.config import Settings, get_settings
+from app.core.lanes import Lane, Wait
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,7 @@ class _Connection:
     """The process's pool and the enqueue script registered on that very pool: they live and go together."""
 
     pool: ArqRedis
-    enqueue_script: AsyncScript
-    enqueue_many_script: AsyncScript
+    scripts: lanes.Scripts
 
 
 _connection: _Connection | None = None
@@ -95,9 +95,7 @@ async def get_pool() -> ArqRedis:
 def set_pool(pool: ArqRedis) -> None:
     """Use `pool` for this process's enqueues (a worker shares arq's own pool)."""
     global _connection
-    _connection = _Connection(
-        pool, pool.register_script(_ENQUEUE_LUA), pool.register_script(_ENQUEUE_MANY_LUA)
-    )
+    _connection = _Connection(pool, lanes.Scripts(pool))
 
 
 def clear_pool() -> None:
@@ -113,16 +111,6 @@ async def close_pool() -> None:
     _connection = None
 
 
-# arq's enqueue_job in one round trip instead of three, plus the wake-up: dedup on the job and result keys
-# (arq's own rule), write the job, add it to the queue, and wake idle workers: they take it now, or arm a
-# timer for it when it is deferred.
-_ENQUEUE_LUA = """
-if redis.call('exists', KEYS[1], KEYS[2]) > 0 then return 0 end
-redis.call('psetex', KEYS[1], ARGV[1], ARGV[2])
-redis.call('zadd', KEYS[3], ARGV[3], ARGV[4])
-redis.call('publish', ARGV[5], '1')
-return 1
-"""
 EXPIRES_EXTRA_MS = 86_400_000  # arq's default: a message not started within a day of its due time expires
 
 
@@ -137,35 +125,26 @@ async def enqueue_run(
     defer_until: datetime | None = None,
     suffix: str | None = None,
     traceparent: str | None = None,
+    lane: Lane | None = None,
 ) -> bool:
-    """Put a report job on the main queue: True if a new message was queued, False if one with that id was
-    already there (arq's dedup) or Redis refused (logged). Never raises.
+    """Put a report job on the main queue, in its `lane` (priority, tenant, report type): True if a new
+    message was queued (or a queued one nobody held was put back in its lane), False if it was already
+    there (arq's dedup) or Redis refused (logged). Never raises.
 
     `traceparent` (the job's trace context) rides as a keyword argument of the message, so the attempt span
     covers picking the job up; dedup stays on the arq job id, and a message without it still works."""
+    message = RunMessage(job_id, replay_count, defer_until, traceparent, lane or Lane(), suffix)
     try:
-        connection = await _connect()
-        arq_id = arq_job_id(job_id, replay_count, suffix)
-        now_ms = int(time.time() * 1000)
-        score = int(defer_until.timestamp() * 1000) if defer_until is not None else now_ms
-        kwargs = {"traceparent": traceparent} if traceparent else {}
-        payload = serialize_job(RUN_REPORT, (job_id,), kwargs, None, now_ms, serializer=serialize)
-        created = await connection.enqueue_script(
-            keys=[job_key_prefix + arq_id, result_key_prefix + arq_id, get_settings().queue_name],
-            args=[
-                max(1, score - now_ms) + EXPIRES_EXTRA_MS,
-                payload,
-                score,
-                arq_id,
-                WAKE_CHANNEL,
-            ],
-        )
-        return bool(created)
+        queued, _ = await _enqueue([message])
+        return queued[0]
     except Exception as exc:
         log.warning(
             "enqueue failed; the scheduler will re-enqueue", extra={"job_id": job_id, "error": repr(exc)}
         )
         return False
+
+
+DEFAULT_LANE = Lane()
 
 
 @dataclass(frozen=True)
@@ -176,24 +155,40 @@ class RunMessage:
     replay_count: int
     defer_until: datetime | None = None
     traceparent: str | None = None
+    lane: Lane = DEFAULT_LANE
+    suffix: str | None = None
 
 
-# The batch form of _ENQUEUE_LUA: the same dedup and writes per job, then one wake-up if anything was queued.
-# KEYS: the queue, then each job's job key and result key; ARGV: the wake channel, then per job its expiry
-# (ms), message, score and arq id.
-_ENQUEUE_MANY_LUA = """
-local queued = 0
-for i = 0, (#KEYS - 1) / 2 - 1 do
-  local job_key, result_key, arg = KEYS[2 + 2 * i], KEYS[3 + 2 * i], 2 + 4 * i
-  if redis.call('exists', job_key, result_key) == 0 then
-    redis.call('psetex', job_key, ARGV[arg], ARGV[arg + 1])
-    redis.call('zadd', KEYS[1], ARGV[arg + 2], ARGV[arg + 3])
-    queued = queued + 1
-  end
-end
-if queued > 0 then redis.call('publish', ARGV[1], '1') end
-return queued
-"""
+async def _enqueue(messages: Sequence[RunMessage]) -> tuple[list[bool], list[Wait | None]]:
+    """arq's enqueue_job for every message in one script call (dedup on the job and result keys, the
+    message, the queue) plus each message's lane, and one wake-up if anything was queued. Returns, per
+    message, whether it was queued and what would keep it waiting now (a pause, a full cap)."""
+    connection = await _connect()
+    now_ms = int(time.time() * 1000)
+    args: list[str | int | bytes] = [WAKE_CHANNEL]
+    for message in messages:
+        arq_id = arq_job_id(message.job_id, message.replay_count, message.suffix)
+        defer_until = message.defer_until
+        score = int(defer_until.timestamp() * 1000) if defer_until is not None else now_ms
+        kwargs = {"traceparent": message.traceparent} if message.traceparent else {}
+        payload = serialize_job(RUN_REPORT, (message.job_id,), kwargs, None, now_ms, serializer=serialize)
+        args += (max(1, score - now_ms) + EXPIRES_EXTRA_MS, payload, score, arq_id, message.lane.encoded())
+    queued, waits = await connection.scripts.enqueue(keys=[get_settings().queue_name], args=args)
+    return [bool(flag) for flag in queued], [Wait.parse(wait) for wait in waits]
+
+
+async def enqueue_explained(message: RunMessage) -> tuple[bool, Wait | None]:
+    """`enqueue_run` for a new job, also telling what would keep it waiting (for the submit's answer).
+    Never raises: (False, None) when Redis refused."""
+    try:
+        queued, waits = await _enqueue([message])
+        return queued[0], waits[0]
+    except Exception as exc:
+        log.warning(
+            "enqueue failed; the scheduler will re-enqueue",
+            extra={"job_id": message.job_id, "error": repr(exc)},
+        )
+        return False, None
 
 
 async def enqueue_runs(messages: Sequence[RunMessage]) -> int:
@@ -203,25 +198,69 @@ async def enqueue_runs(messages: Sequence[RunMessage]) -> int:
     if not messages:
         return 0
     try:
-        connection = await _connect()
-        now_ms = int(time.time() * 1000)
-        keys: list[str] = [get_settings().queue_name]
-        args: list[str | int | bytes] = [WAKE_CHANNEL]
-        for message in messages:
-            arq_id = arq_job_id(message.job_id, message.replay_count)
-            defer_until = message.defer_until
-            score = int(defer_until.timestamp() * 1000) if defer_until is not None else now_ms
-            kwargs = {"traceparent": message.traceparent} if message.traceparent else {}
-            payload = serialize_job(RUN_REPORT, (message.job_id,), kwargs, None, now_ms, serializer=serialize)
-            keys += (job_key_prefix + arq_id, result_key_prefix + arq_id)
-            args += (max(1, score - now_ms) + EXPIRES_EXTRA_MS, payload, score, arq_id)
-        return int(await connection.enqueue_many_script(keys=keys, args=args))
+        queued, _ = await _enqueue(messages)
+        return sum(queued)
     except Exception as exc:
         log.warning(
             "batch enqueue failed; the scheduler will re-enqueue",
             extra={"jobs": len(messages), "error": repr(exc)},
         )
         return 0
+
+
+async def enqueue_messages(messages: Sequence[RunMessage]) -> tuple[list[bool], list[Wait | None]]:
+    """`enqueue_runs` telling, per message, whether it was queued and what would keep it waiting;
+    raises when Redis refuses (for the scheduler, which reports it)."""
+    if not messages:
+        return [], []
+    return await _enqueue(messages)
+
+
+# ---- the dispatch state (app.core.lanes) ---------------------------------------------------------------
+
+
+async def set_policy(policy: lanes.Policy) -> None:
+    """Make `policy` the one every worker's claim obeys, and wake them (a resume or a raised cap)."""
+    connection = await _connect()
+    await connection.scripts.policy(args=[WAKE_CHANNEL, *lanes.policy_args(policy)])
+
+
+async def dispatch_ready() -> bool:
+    return bool(await (await get_pool()).exists(lanes.READY_KEY))
+
+
+async def rebuild_dispatch(running: Sequence[lanes.Running], policy: lanes.Policy) -> bool:
+    """After a flush: the policy and the slots of the running jobs, unless someone rebuilt already."""
+    connection = await _connect()
+    args = lanes.rebuild_args(WAKE_CHANNEL, running, policy)
+    return bool(await connection.scripts.rebuild(args=args))
+
+
+async def release_slots(job_ids: Sequence[str]) -> int:
+    """Free the slots these jobs hold and drop the messages holding them (their attempts are over)."""
+    if not job_ids:
+        return 0
+    connection = await _connect()
+    keys = [get_settings().queue_name]
+    return int(await connection.scripts.release(keys=keys, args=[WAKE_CHANNEL, *job_ids]))
+
+
+async def slots_held() -> dict[str, tuple[str, float]]:
+    return await lanes.claims(await get_pool())
+
+
+async def explain_waits(lanes_of: Sequence[Lane]) -> list[Wait | None]:
+    """What would keep jobs of these lanes waiting now (a pause, a full cap): one round trip for all."""
+    if not lanes_of:
+        return []
+    connection = await _connect()
+    args = [name for lane in lanes_of for name in (lane.tenant, lane.report_type)]
+    return [Wait.parse(raw) for raw in await connection.scripts.explain(args=args)]
+
+
+async def running_counts() -> tuple[dict[str, int], dict[str, int]]:
+    """Slots held now across every worker: by report type, by tenant."""
+    return await lanes.running_counts(await get_pool())
 
 
 async def enqueue_dead_letter(letter_id: str) -> bool:

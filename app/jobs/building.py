@@ -12,6 +12,7 @@ from app.core import tracing
 from app.core.config import get_settings
 from app.core.ids import new_id
 from app.core.states import JobStatus
+from app.fairshare.service import default_priority
 from app.models import ReportJob
 from app.reports.registry import registry
 
@@ -32,6 +33,7 @@ class JobSpec:
     request_hash: str | None = None
     schedule_id: str | None = None
     scheduled_for: datetime | None = None
+    priority: int | None = None  # None: the report type's, else 5
 
 
 def build_job(spec: JobSpec, now: datetime) -> ReportJob:
@@ -45,6 +47,12 @@ def submit_row(spec: JobSpec, now: datetime, job_id: str | None = None) -> Repor
     inserted with a Core statement and read as a document. It is read-only: never set or add it to a
     session. `job_id` is given by a batch, whose ids follow its items' order."""
     return ReportJob.model_construct(**job_values(spec, now, job_id))
+
+
+def blocked_row(row: ReportJob, blocker: str) -> ReportJob:
+    """A `submit_row` that already names the predecessor it waits for (a read-only row is never set)."""
+    values = {name: getattr(row, name) for name in ReportJob.model_fields}
+    return ReportJob.model_construct(**{**values, "blocked_by": blocker})
 
 
 def job_values(spec: JobSpec, now: datetime, job_id: str | None = None) -> dict[str, Any]:
@@ -63,6 +71,7 @@ def job_values(spec: JobSpec, now: datetime, job_id: str | None = None) -> dict[
         "timeout_s": (rtype.timeout_s if rtype else None) or settings.job_timeout_s,
         "run_at": spec.run_at,
         "ordering_key": spec.ordering_key,
+        "priority": spec.priority if spec.priority is not None else default_priority(spec.report_type),
         "on_predecessor_dead": spec.on_predecessor_dead,
         "callback_url": spec.callback_url,
         "idempotency_key": spec.idempotency_key,

@@ -13,6 +13,7 @@ from app.callbacks.service import stage_delivery
 from app.core import queue
 from app.core.db import session_scope
 from app.core.tenancy import EVERY_TENANT
+from app.fairshare.service import lane_of
 from app.jobs.repository import JobRepository
 from app.jobs.schemas import JobPublic
 
@@ -58,5 +59,9 @@ async def wake_next_in_order(tenant: str, ordering_key: str, woken_by: str) -> N
         job = await JobRepository(session).next_in_order(tenant, ordering_key)
     if job is not None:
         await queue.enqueue_run(
-            job.id, job.replay_count, suffix=f"after-{woken_by}", traceparent=job.traceparent
+            job.id,
+            job.replay_count,
+            suffix=f"after-{woken_by}",
+            traceparent=job.traceparent,
+            lane=lane_of(job),
         )

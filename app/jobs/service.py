@@ -33,7 +33,8 @@ from app.core.storage import StoredOutput, get_output_store
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
-from app.jobs.building import JobSpec, submit_row
+from app.fairshare.service import lane_of, waiting_document
+from app.jobs.building import JobSpec, blocked_row, submit_row
 from app.jobs.effects import NO_EFFECTS, stage_terminal_effects, wake_next_in_order
 from app.jobs.repository import JobFilter, JobRepository
 from app.jobs.step_repository import StepRepository
@@ -51,6 +52,7 @@ class SubmitRequest:
     ordering_key: str | None = None
     callback_url: str | None = None
     on_predecessor_dead: str = "wait"
+    priority: int | None = None
 
     def fingerprint(self) -> str:
         body = {
@@ -61,6 +63,7 @@ class SubmitRequest:
             "ordering_key": self.ordering_key,
             "callback_url": self.callback_url,
             "on_predecessor_dead": self.on_predecessor_dead,
+            **({"priority": self.priority} if self.priority is not None else {}),
         }
         return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -69,6 +72,8 @@ class SubmitRequest:
 class SubmitResult:
     job: ReportJob
     created: bool
+    # What keeps a new job waiting although it is next in line (a pause, a full cap); see app.fairshare.
+    waiting_for: dict[str, Any] | None = None
 
 
 def existing_answer(existing: ReportJob, fingerprint: str) -> SubmitResult:
@@ -133,6 +138,7 @@ def new_job_row(
             on_predecessor_dead=req.on_predecessor_dead,
             idempotency_key=idempotency_key,
             request_hash=fingerprint if idempotency_key else None,
+            priority=req.priority,
         ),
         now,
         job_id,
@@ -146,7 +152,8 @@ def rate_limited(tenant: str, per_minute: int, retry_after_s: int) -> RateLimite
 def run_message(job: ReportJob) -> queue.RunMessage:
     """The main-queue message of a new job: deferred to run_at when it is scheduled."""
     scheduled = job.status == JobStatus.SCHEDULED
-    return queue.RunMessage(job.id, job.replay_count, job.run_at if scheduled else None, job.traceparent)
+    defer_until = job.run_at if scheduled else None
+    return queue.RunMessage(job.id, job.replay_count, defer_until, job.traceparent, lane_of(job))
 
 
 async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = None) -> SubmitResult:
@@ -175,7 +182,11 @@ async def _submit(tenant: str, req: SubmitRequest, idempotency_key: str | None) 
     job = new_job_row(tenant, req, checked, idempotency_key, fingerprint, now)
     try:
         async with session_scope() as session:
-            await JobRepository(session).add_job(job)
+            jobs = JobRepository(session)
+            # Known from the first answer on: the predecessor this job waits for (workers keep it up).
+            if job.ordering_key and (blocker := await jobs.ordering_blocker(job)):
+                job = blocked_row(job, blocker)
+            await jobs.add_job(job)
     except IntegrityError:
         # Another request with this key won the race: answer its job (or 409 for a different body).
         if not idempotency_key or not (existing := await by_idempotency_keys(tenant, [idempotency_key])):
@@ -183,11 +194,8 @@ async def _submit(tenant: str, req: SubmitRequest, idempotency_key: str | None) 
         assert fingerprint is not None
         return existing_answer(existing[idempotency_key], fingerprint)
     metrics.count_submitted(job)
-    message = run_message(job)
-    await queue.enqueue_run(
-        job.id, job.replay_count, defer_until=message.defer_until, traceparent=job.traceparent
-    )
-    return SubmitResult(job, created=True)
+    _, wait = await queue.enqueue_explained(run_message(job))
+    return SubmitResult(job, created=True, waiting_for=waiting_document(wait))
 
 
 async def get_job(job_id: str, scope: TenantScope) -> ReportJob:
@@ -299,7 +307,9 @@ async def replay(job_id: str, scope: TenantScope, steps: Sequence[str] | None = 
         attributes={"job.id": replayed.id, "job.replay": replayed.replay_count},
         start_time_ns=started_ns,
     ):
-        await queue.enqueue_run(replayed.id, replayed.replay_count, traceparent=replayed.traceparent)
+        await queue.enqueue_run(
+            replayed.id, replayed.replay_count, traceparent=replayed.traceparent, lane=lane_of(replayed)
+        )
     return replayed
 
 

@@ -9,7 +9,6 @@ doing the same work in the same tick.
 from __future__ import annotations
 
 import logging
-from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +21,8 @@ from app.core.states import JobStatus
 from app.core.storage import OutputStoreUnavailable, get_output_store
 from app.core.times import utcnow
 from app.dead_letters.service import archive_and_purge, republish_pending
+from app.fairshare import service as fairshare
+from app.fairshare.service import lane_of
 from app.fleet import service as fleet
 from app.maintenance.repository import MaintenanceRepository
 from app.models import ReportJob
@@ -38,7 +39,11 @@ def grace_s() -> float:
 
 
 async def reconcile() -> int:
-    """Enqueue jobs MySQL says are due but Redis does not hold (after a flush, a restart, a lost enqueue)."""
+    """Enqueue jobs MySQL says are due but Redis does not hold (after a flush, a restart, a lost enqueue),
+    and put back in its lane a queued message nobody holds (its claimer died): one script call for all.
+
+    A job that waits long is not a reason to re-enqueue it: caps, pauses and fair share make jobs wait by
+    design, and a message whose worker died is freed by `fairshare.sweep_slots` and then found here."""
     now = utcnow()
     # Jobs due before the next tick are enqueued now with their deferral, so a flush does not make them late.
     horizon = now + timedelta(seconds=2 * get_settings().scan_interval_s + 1)
@@ -46,36 +51,29 @@ async def reconcile() -> int:
         jobs = await MaintenanceRepository(session).jobs_due_for_enqueue(
             horizon, now - timedelta(seconds=grace_s()), RECONCILE_BATCH
         )
-    stuck_after_s = get_settings().stuck_after_s
-    stale_before = now - timedelta(seconds=stuck_after_s)
-    enqueued = 0
+    messages = []
     for job in jobs:
         due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
         defer_until = due_at if job.status != JobStatus.PENDING and due_at and due_at > now else None
-        if not await queue.is_queued(job.id, job.replay_count):
-            with _reenqueue_span(job, "missing"):
-                enqueued += await queue.enqueue_run(
-                    job.id, job.replay_count, defer_until=defer_until, traceparent=job.traceparent
-                )
-        elif job.status == JobStatus.PENDING and job.updated_at <= stale_before:
-            # "Queued" but nothing happened for STUCK_AFTER_S: a killed worker may hold arq's lease on the
-            # message until arq's own timeout. A fresh message (one per period) gets the job going again.
-            bucket = int(now.timestamp() // stuck_after_s)
-            with _reenqueue_span(job, "stale"):
-                enqueued += await queue.enqueue_run(
-                    job.id, job.replay_count, suffix=f"stale{bucket}", traceparent=job.traceparent
-                )
-    return enqueued
+        messages.append(
+            queue.RunMessage(job.id, job.replay_count, defer_until, job.traceparent, lane_of(job))
+        )
+    queued, _ = await queue.enqueue_messages(messages)
+    for job, was_queued in zip(jobs, queued, strict=True):
+        if was_queued:
+            _mark_reenqueued(job)
+    return sum(queued)
 
 
-def _reenqueue_span(job: ReportJob, reason: str) -> AbstractContextManager[Any]:
+def _mark_reenqueued(job: ReportJob) -> None:
     """A `reenqueue` span in the job's own trace (linked to the scheduler tick that found it)."""
-    return tracing.span(
+    with tracing.span(
         "reenqueue",
         parent=job.traceparent,
         links=[tracing.current_traceparent()],
-        attributes={"job.id": job.id, "job.status": job.status.value, "reenqueue.reason": reason},
-    )
+        attributes={"job.id": job.id, "job.status": job.status.value, "reenqueue.reason": "missing"},
+    ):
+        pass
 
 
 async def purge_expired_jobs() -> int:
@@ -120,6 +118,8 @@ async def run_tick(use_lease: bool = True) -> dict[str, Any]:
             report["redis"] = f"unavailable: {type(exc).__name__}"
     report["lost"] = await declare_lost(settings.stuck_after_s)
     try:
+        await fairshare.publish_policy()
+        report["slots_freed"] = await fairshare.sweep_slots()
         report["reenqueued"] = await reconcile()
         report["alerts_republished"] = await republish_pending(grace_s())
         report["callbacks_republished"] = await republish_due()

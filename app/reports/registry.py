@@ -40,6 +40,14 @@ class ReportType:
     timeout_s: float | None = None
     max_attempts: int | None = None
     steps: tuple[Step, ...] = ()
+    priority: int | None = None  # a job's priority when its submit names none (else 5)
+    max_concurrency: int | None = None  # running jobs of this type across every worker (None: no cap)
+
+    def __post_init__(self) -> None:
+        if self.priority is not None and not 0 <= self.priority <= 9:
+            raise ValueError(f"{self.name}: priority must be 0-9")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError(f"{self.name}: max_concurrency must be >= 1")
 
     def params_schema(self) -> dict[str, Any]:
         return self.params_model.model_json_schema()
@@ -58,6 +66,8 @@ class ReportRegistry:
         description: str = "",
         timeout_s: float | None = None,
         max_attempts: int | None = None,
+        priority: int | None = None,
+        max_concurrency: int | None = None,
     ) -> Callable[[ReportFn], ReportFn]:
         def decorator(fn: ReportFn) -> ReportFn:
             self._types[name] = ReportType(
@@ -67,6 +77,8 @@ class ReportRegistry:
                 fn=fn,
                 timeout_s=timeout_s,
                 max_attempts=max_attempts,
+                priority=priority,
+                max_concurrency=max_concurrency,
             )
             return fn
 
@@ -81,6 +93,8 @@ class ReportRegistry:
         description: str = "",
         timeout_s: float | None = None,
         max_attempts: int | None = None,
+        priority: int | None = None,
+        max_concurrency: int | None = None,
     ) -> ReportType:
         """Register a report made of ordered steps; each step's outcome is stored and never repeated."""
         if not steps or len({s.name for s in steps}) != len(steps):
@@ -93,6 +107,8 @@ class ReportRegistry:
             timeout_s=timeout_s,
             max_attempts=max_attempts,
             steps=tuple(steps),
+            priority=priority,
+            max_concurrency=max_concurrency,
         )
         self._types[name] = rtype
         return rtype

@@ -19,6 +19,7 @@ from app.core.errors import Conflict, NotFound
 from app.core.states import TERMINAL
 from app.core.tenancy import EVERY_TENANT
 from app.core.times import utcnow
+from app.fairshare.service import lane_of
 from app.jobs.building import JobSpec, build_job
 from app.jobs.repository import JobRepository
 from app.models import ReportJob, Schedule, ScheduleRun
@@ -66,6 +67,7 @@ def _spec(row: Schedule, fire: datetime) -> JobSpec:
         on_predecessor_dead="wait" if own_key else "continue",
         schedule_id=row.id,
         scheduled_for=fire,
+        priority=row.priority,
     )
 
 
@@ -175,7 +177,7 @@ async def _publish(made: list[ReportJob]) -> None:
     for job in made:
         metrics.count_submitted(job)
         # Never raises; a lost enqueue is re-enqueued by the scheduler's reconciliation.
-        await queue.enqueue_run(job.id, job.replay_count, traceparent=job.traceparent)
+        await queue.enqueue_run(job.id, job.replay_count, traceparent=job.traceparent, lane=lane_of(job))
 
 
 async def fire_due(now: datetime | None = None) -> int:

@@ -52,6 +52,8 @@ TABLES = (
     "worker_processes",
     "schedule_runs",
     "schedules",
+    "tenant_policies",
+    "report_type_policies",
 )
 MAIN_HEALTH_KEY = "arq:queue:health-check"
 DEAD_LETTER_HEALTH_KEY = "arq:dead-letters:health-check"

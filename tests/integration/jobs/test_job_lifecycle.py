@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import time
 import io
 from typing import Any
 
 import httpx
 from sqlalchemy import func, select
 
+from app.core import queue
+from app.core.config import get_settings
 from app.core.db import session_scope
-from app.core.queue import RUN_REPORT, get_pool
+from app.core.lanes import Lane
+from app.core.queue import get_pool
 from app.models import DeadLetter, JobAttempt
 from tests.utils.jobs import get_attempts, get_job, submit_id
 from tests.utils.workers import drain
@@ -110,9 +114,8 @@ async def test_same_job_delivered_to_two_workers_at_once_runs_once(
     client: httpx.AsyncClient, auth: dict[str, str]
 ) -> None:
     job_id = await submit_id(client, auth, "demo.sleep", seconds=0.5)
-    pool = await get_pool()
     # A second, independent delivery of the same report job (as a redelivery or a reconcile race makes).
-    assert await pool.enqueue_job(RUN_REPORT, job_id, _job_id=f"{job_id}:duplicate") is not None
+    assert await queue.enqueue_run(job_id, 0, suffix="duplicate", lane=Lane(5, "acme", "demo.sleep"))
     await drain(workers=2)
     body = await get_job(client, auth, job_id)
     assert body["status"] == "done" and body["attempt"] == 1
@@ -163,19 +166,24 @@ async def test_wait_long_polls_until_the_job_is_terminal(
 async def test_pending_job_whose_message_is_held_by_a_dead_worker_lease_still_runs(
     client: httpx.AsyncClient, auth: dict[str, str], env: Any
 ) -> None:
-    """A worker killed right after taking a message leaves arq's in-progress lease for minutes: the job is
-    pending, its message "queued" but unrunnable. After STUCK_AFTER_S the scheduler adds a fresh message."""
-    from arq.constants import in_progress_key_prefix
-
+    """A worker killed right after claiming a message leaves arq's in-progress lease for minutes and holds
+    a slot: the job is pending, its message unrunnable. After STUCK_AFTER_S the scheduler frees the slot,
+    drops the message and enqueues a fresh one."""
+    from app.core import lanes
     from app.maintenance import service as maintenance
+    from workers import claiming
 
     await env.set(STUCK_AFTER_S="0.5", SCAN_INTERVAL_S="0.2")
     job_id = await submit_id(client, auth, "demo.csv", rows=1)
-    pool = await get_pool()
-    await pool.set(in_progress_key_prefix + f"{job_id}:0", b"1", px=600_000)  # the dead worker's lease
+    await queue.rebuild_dispatch([], lanes.Policy())
+    scripts = lanes.Scripts(await get_pool())
+    now_ms = int(time.time() * 1000)
+    claimed = await claiming.claim(scripts, get_settings().queue_name, now_ms, 10, 600_000)  # then it dies
+    assert [arq_id for arq_id, _ in claimed.jobs] == [f"{job_id}:0"]
     await asyncio.sleep(0.6)
     assert (await get_job(client, auth, job_id))["status"] == "pending"
-    assert (await maintenance.run_tick(use_lease=False))["reenqueued"] == 1
+    tick = await maintenance.run_tick(use_lease=False)
+    assert (tick["slots_freed"], tick["reenqueued"]) == (1, 1), tick
     worker = asyncio.create_task(drain(burst=False, timeout_s=30))
     try:
         resp = await client.get(f"/v1/jobs/{job_id}", params={"wait": 10}, headers=auth)

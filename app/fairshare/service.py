@@ -1,0 +1,264 @@
+"""Fair share: the policy the workers' claim obeys (caps, weights, pauses from MySQL, the settings and the
+report types), kept in Redis by whoever changes it, rebuilt after a flush, and slots freed when a claim
+outlived its job. The claim itself is one Lua script (app/core/lanes.py, called by workers/claiming.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.core import queue
+from app.core.config import get_settings
+from app.core.db import session_scope
+from app.core.errors import NotFound
+from app.core.lanes import DEFAULT_PRIORITY, Lane, Policy, Running, Wait
+from app.fairshare.repository import FairShareRepository
+from app.models import ReportJob, ReportTypePolicy, TenantPolicy
+from app.reports.registry import registry
+
+log = logging.getLogger(__name__)
+
+def lane_of(job: ReportJob) -> Lane:
+    """The lane a job's messages wait in: its priority, tenant and report type."""
+    return Lane(job.priority, job.tenant, job.report_type)
+
+
+def default_priority(report_type: str) -> int:
+    """A job's priority when its submit (or schedule) names none: the type's own, else 5."""
+    rtype = registry.get(report_type)
+    return rtype.priority if rtype is not None and rtype.priority is not None else DEFAULT_PRIORITY
+
+
+@dataclass(frozen=True)
+class TypeCap:
+    """A report type's running cap and where it comes from: `reportctl`/API, the setting, the type."""
+
+    limit: int | None
+    source: str | None  # "override" | "setting" | "declared" | None
+
+
+def type_cap(name: str, row: ReportTypePolicy | None) -> TypeCap:
+    if row is not None and row.max_concurrency is not None:
+        return TypeCap(row.max_concurrency, "override")
+    setting = get_settings().report_type_max_concurrency.get(name)
+    if setting is not None:
+        return TypeCap(setting, "setting")
+    rtype = registry.get(name)
+    if rtype is not None and rtype.max_concurrency is not None:
+        return TypeCap(rtype.max_concurrency, "declared")
+    return TypeCap(None, None)
+
+
+def tenant_cap(row: TenantPolicy | None) -> int | None:
+    if row is not None and row.max_running is not None:
+        return row.max_running
+    return get_settings().tenant_max_running or None
+
+
+async def current_policy() -> Policy:
+    async with session_scope() as session:
+        repo = FairShareRepository(session)
+        tenants, types = await repo.tenant_policies(), await repo.type_policies()
+    return policy_of(tenants, types)
+
+
+def policy_of(tenants: Sequence[TenantPolicy], types: Sequence[ReportTypePolicy]) -> Policy:
+    by_type = {row.report_type: row for row in types}
+    names = (
+        {rtype.name for rtype in registry.all()}
+        | set(by_type)
+        | set(get_settings().report_type_max_concurrency)
+    )
+    type_caps = {}
+    for name in names:
+        cap = type_cap(name, by_type.get(name))
+        if cap.limit is not None:
+            type_caps[name] = cap.limit
+    return Policy(
+        type_caps=type_caps,
+        tenant_caps={row.tenant: row.max_running for row in tenants if row.max_running is not None},
+        tenant_cap_default=get_settings().tenant_max_running,
+        weights={row.tenant: row.weight for row in tenants if row.weight != 1},
+        paused_types=frozenset(row.report_type for row in types if row.paused),
+        paused_tenants=frozenset(row.tenant for row in tenants if row.paused),
+    )
+
+
+async def publish_policy() -> None:
+    """Push the policy MySQL holds to Redis (after a change, and every scheduler tick in case a change
+    was made while Redis was away)."""
+    await queue.set_policy(await current_policy())
+
+
+async def rebuild_dispatch() -> bool:
+    """After a Redis flush: the policy and a slot held for every running job, from MySQL, so caps hold
+    through the flush. Several workers may call this at once; one of them rebuilds."""
+    async with session_scope() as session:
+        repo = FairShareRepository(session)
+        running = [Running(*row) for row in await repo.running_jobs()]
+        policy = policy_of(await repo.tenant_policies(), await repo.type_policies())
+    rebuilt = await queue.rebuild_dispatch(running, policy)
+    if rebuilt:
+        log.warning("dispatch state rebuilt from MySQL (Redis was emptied)", extra={"running": len(running)})
+    return rebuilt
+
+
+async def release_slots(job_ids: Sequence[str]) -> int:
+    """Free the slots of jobs whose attempt was declared over by the scheduler (lost, cancelled)."""
+    return await queue.release_slots(job_ids)
+
+
+async def sweep_slots(older_than_s: float | None = None) -> int:
+    """Free slots held longer than `older_than_s` (STUCK_AFTER_S) by jobs MySQL says are not running:
+    the worker that claimed them died before it started them, or the slot was rebuilt for a job that ended
+    meanwhile. Their messages are dropped too, so the reconciliation enqueues the jobs afresh."""
+    if older_than_s is None:
+        older_than_s = get_settings().stuck_after_s
+    held = await queue.slots_held()
+    cutoff_ms = time.time() * 1000 - older_than_s * 1000
+    old = [job_id for job_id, (_, since_ms) in held.items() if since_ms <= cutoff_ms]
+    if not old:
+        return 0
+    async with session_scope() as session:
+        running = await FairShareRepository(session).running_among(old)
+    stale = [job_id for job_id in old if job_id not in running]
+    if stale:
+        log.warning("freeing slots of jobs that are not running", extra={"jobs": stale[:20]})
+    return await queue.release_slots(stale)
+
+
+# ---- why a job waits ------------------------------------------------------------------------------------
+
+
+def waiting_document(wait: Wait | None) -> dict[str, Any] | None:
+    return wait.document() if wait is not None else None
+
+
+async def waiting_for(jobs: Sequence[ReportJob]) -> list[dict[str, Any] | None]:
+    """For each job still waiting to start (pending, or due and retrying): the pause or full cap that keeps
+    it waiting now, or None. None everywhere when Redis cannot say."""
+    waiting = [job.status.value in ("pending", "retrying") for job in jobs]
+    lanes = [lane_of(job) for job, wait in zip(jobs, waiting, strict=True) if wait]
+    try:
+        waits = iter(await queue.explain_waits(lanes))
+    except Exception as exc:
+        log.warning("cannot tell why jobs wait: Redis unavailable", extra={"error": repr(exc)})
+        return [None] * len(jobs)
+    return [waiting_document(next(waits)) if wait else None for wait in waiting]
+
+
+# ---- policy changes (admin) ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TenantView:
+    tenant: str
+    weight: int
+    max_running: int | None  # the tenant's own cap (None: TENANT_MAX_RUNNING)
+    effective_max_running: int | None
+    paused: bool
+    running: int
+
+
+@dataclass(frozen=True)
+class TypeView:
+    report_type: str
+    priority: int
+    max_concurrency: TypeCap
+    paused: bool
+    running: int
+
+
+async def list_tenants() -> list[TenantView]:
+    async with session_scope() as session:
+        rows = await FairShareRepository(session).tenant_policies()
+    counts = await _running_by_tenant()
+    names = sorted({row.tenant for row in rows} | set(counts))
+    by_name = {row.tenant: row for row in rows}
+    return [_tenant_view(name, by_name.get(name), counts.get(name, 0)) for name in names]
+
+
+async def get_tenant(tenant: str) -> TenantView:
+    async with session_scope() as session:
+        row = await FairShareRepository(session).tenant_policy(tenant)
+    return _tenant_view(tenant, row, (await _running_by_tenant()).get(tenant, 0))
+
+
+async def set_tenant(tenant: str, values: dict[str, Any]) -> TenantView:
+    """Change a tenant's weight, cap (None: back to the default) or pause, and tell the workers at once."""
+    async with session_scope() as session:
+        await FairShareRepository(session).set_tenant(tenant, values)
+    await _publish_or_log()
+    return await get_tenant(tenant)
+
+
+async def list_types() -> list[TypeView]:
+    async with session_scope() as session:
+        rows = {row.report_type: row for row in await FairShareRepository(session).type_policies()}
+    counts = await _running_by_type()
+    return [_type_view(t.name, rows.get(t.name), counts.get(t.name, 0)) for t in registry.all()]
+
+
+async def get_type(report_type: str) -> TypeView:
+    if registry.get(report_type) is None:
+        raise NotFound(f"No report type {report_type!r}.")
+    async with session_scope() as session:
+        row = await FairShareRepository(session).type_policy(report_type)
+    return _type_view(report_type, row, (await _running_by_type()).get(report_type, 0))
+
+
+async def set_type(report_type: str, values: dict[str, Any]) -> TypeView:
+    """Change a report type's cap (None: back to the setting or the type's own) or pause; the workers
+    obey at once: a paused type starts nothing new, its running jobs finish."""
+    if registry.get(report_type) is None:
+        raise NotFound(f"No report type {report_type!r}.")
+    async with session_scope() as session:
+        await FairShareRepository(session).set_type(report_type, values)
+    await _publish_or_log()
+    return await get_type(report_type)
+
+
+async def _publish_or_log() -> None:
+    try:
+        await publish_policy()
+    except Exception as exc:  # MySQL holds the change; the scheduler's next tick pushes it
+        log.warning("policy not pushed to Redis; the next scheduler tick will", extra={"error": repr(exc)})
+
+
+def _tenant_view(tenant: str, row: TenantPolicy | None, running: int) -> TenantView:
+    return TenantView(
+        tenant=tenant,
+        weight=row.weight if row is not None else 1,
+        max_running=row.max_running if row is not None else None,
+        effective_max_running=tenant_cap(row),
+        paused=bool(row is not None and row.paused),
+        running=running,
+    )
+
+
+def _type_view(name: str, row: ReportTypePolicy | None, running: int) -> TypeView:
+    return TypeView(
+        report_type=name,
+        priority=default_priority(name),
+        max_concurrency=type_cap(name, row),
+        paused=bool(row is not None and row.paused),
+        running=running,
+    )
+
+
+async def _running_by_type() -> dict[str, int]:
+    try:
+        return (await queue.running_counts())[0]
+    except Exception:
+        return {}
+
+
+async def _running_by_tenant() -> dict[str, int]:
+    try:
+        return (await queue.running_counts())[1]
+    except Exception:
+        return {}
