@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import time
 import io
+import time
 from typing import Any
 
 import httpx
