@@ -16,6 +16,7 @@ from app.api import errors, health, tracing
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware
 from app.api.responses import FastJSONResponse
 from app.attempts import routes as attempts_routes
+from app.console import fairshare_routes as console_fairshare_routes
 from app.console import job_routes as console_job_routes
 from app.console import letter_routes as console_letter_routes
 from app.console import routes as console_routes
@@ -81,6 +82,7 @@ def create_app() -> FastAPI:
         console_job_routes.router,
         console_letter_routes.router,
         console_schedule_routes.router,
+        console_fairshare_routes.router,
         health.router,
     ):
         app.include_router(router)

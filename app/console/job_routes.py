@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.datastructures import ImmutableMultiDict
 
 from app.console import service
+from app.console.fairshare_routes import waiting_text
 from app.console.session import Flash
 from app.console.web import (
     ConsoleProblem,
@@ -36,6 +37,7 @@ from app.console.web import (
 )
 from app.core.states import CANCELLABLE, REPLAYABLE, JobStatus
 from app.core.tenancy import EVERY_TENANT, TenantScope
+from app.fairshare import service as fairshare
 from app.jobs import service as jobs_service
 from app.jobs.repository import JobFilter
 from app.jobs.routes import output_response
@@ -295,8 +297,10 @@ async def job_page(request: Request, viewer: ViewerDep, job_id: str) -> Response
     with readable_errors():
         detail = await service.job_detail(job_id, viewer.principal.tenant_scope)
     job = detail.job
+    doc = JobPublic.of(job, (await fairshare.waiting_for([job]))[0])
     return render(
-        request, "job.html", viewer, page="jobs", job=job, doc=JobPublic.of(job), attempts=detail.attempts,
+        request, "job.html", viewer, page="jobs", job=job, doc=doc, waits_text=waiting_text(doc.waiting_for),
+        attempts=detail.attempts,
         steps=detail.steps, params_json=json.dumps(job.params, indent=2, sort_keys=True, ensure_ascii=False),
         can_cancel=job.status in CANCELLABLE and not job.cancel_requested,
         can_replay=job.status in REPLAYABLE, here=here(request),
