@@ -22,6 +22,7 @@ from app.reports.registry import registry
 
 log = logging.getLogger(__name__)
 
+
 def lane_of(job: ReportJob) -> Lane:
     """The lane a job's messages wait in: its priority, tenant and report type."""
     return Lane(job.priority, job.tenant, job.report_type)
