@@ -19,15 +19,19 @@ RESULTS_DIR = Path(os.environ.get("BENCH_RESULTS_DIR") or ROOT / "bench" / "resu
 
 # ---- scale and fixed parameters ------------------------------------------------------------------
 # Knobs (environment): BENCH_SCALE (1; 0.1 for a quick try; results named <date>-scale0.1.*),
-# BENCH_PHASES (submit,bulk,drain,pickup,memory; add metrics for issue 12's figures), BENCH_MYSQL_FLUSH
-# (1, MariaDB's default; 2 = no fsync per commit), BENCH_NO_WRK=1 (use bench/loadgen.py), BENCH_BUDGET_S
+# BENCH_PHASES (submit,bulk,drain,pickup,memory; add metrics for issue 12's figures, fairness for issue
+# 16's), BENCH_MYSQL_FLUSH (1, MariaDB's default; 2 = no fsync per commit), BENCH_NO_WRK=1 (use
+# bench/loadgen.py), BENCH_BUDGET_S
 # (560: the memory phase is cut short, and says so, to keep the whole run under 10 minutes),
 # BENCH_API_WORKERS (uvicorn processes serving the API under test and its trivial POST alike; default: the
 # machine's cores, as API_WORKERS under `make run`), BENCH_RESULTS_DIR (bench/results).
 
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 PHASES = ("submit", "bulk", "drain", "pickup", "memory")  # the default
-ALL_PHASES = (*PHASES, "metrics")  # in the order they run; BENCH_PHASES=metrics for issue 12's figures
+# In the order they run; BENCH_PHASES=metrics for issue 12's figures, fairness for issue 16's (both opt-in:
+# the default run would not fit its 10-minute budget with them). Fairness runs before memory, which takes
+# what the budget leaves.
+ALL_PHASES = ("submit", "bulk", "drain", "pickup", "fairness", "memory", "metrics")
 CONCURRENCY = 64
 SUBMIT_SECONDS = max(2.0, 10.0 * min(SCALE, 1.0))
 WARMUP_SECONDS = 2.0 if SCALE >= 1 else 1.0
@@ -39,6 +43,10 @@ DRAIN_JOBS = max(100, round(10_000 * SCALE))
 PICKUP_SAMPLES = max(10, round(50 * SCALE))
 IDLE_SECONDS = max(2.0, 5.0 * min(SCALE, 1.0))
 MEMORY_JOBS = max(500, round(50_000 * SCALE))
+# Fairness (issue 16): tenant A's backlog, then tenant B's few jobs behind it.
+FAIRNESS_A_JOBS = max(500, round(2_000 * SCALE))
+FAIRNESS_B_JOBS = 10
+FAIRNESS_B_TENANT = "bench-b"
 DRAIN_TIMEOUT_S = 240.0
 STALL_S = 30.0  # no progress for this long: the run is broken, stop it rather than wait out the timeout
 # The whole run must stay under 10 minutes: the memory phase, last, is cut short (and says so) to fit.

@@ -232,7 +232,27 @@ def method_note(res: dict[str, Any]) -> str:
             "same machine's wall clock: the benchmark, the API and the workers run on one host. "
             "Idle CPU: the worker alone, 1 s after its last job. "
         )
-    return note
+    return note + fairness_note(res)
+
+
+def fairness_note(res: dict[str, Any]) -> str:
+    fair = res.get("fairness")
+    if not fair:
+        return ""
+    sc, caps = fair["scenario"], fair["caps"]
+    return (
+        f"Fair share: tenant A's {sc['tenant_a_jobs']:,} no-op jobs queued (in-process bulk submit), "
+        f"{sc['workers']} worker processes × {sc['worker_max_jobs']} slots started on them, and once "
+        f"{sc['a_started_when_b_submitted']} had started tenant B submitted {sc['tenant_b_jobs']} in one "
+        "batch; B's wait in slots = A's jobs started (job_attempts.started_at, MySQL) after the moment just "
+        "before B's submit call up to B's last start ÷ the slots (so the submit's own "
+        f"{sc['b_submit_ms']:.0f} ms count; the figure in brackets counts from the submit's return, when B's "
+        "jobs were in their lanes); B's first job started "
+        f"{sc['b_first_wait_ms']:.0f} ms after its submit, its last {sc['b_worst_wait_ms']:.0f} ms after, "
+        f"with {sc['a_backlog_at_b_last_start']:,} of A's jobs still waiting. Caps: the same drain of "
+        f"{caps['jobs']:,} jobs {len(caps['order'])} times in the order {', '.join(caps['order'])} "
+        "(REPORT_TYPE_MAX_CONCURRENCY on the workers; each rate the mean of its runs). "
+    )
 
 
 def memory_note(res: dict[str, Any]) -> str:

@@ -30,6 +30,8 @@ from bench.common import (
     BULK_SECONDS,
     CONCURRENCY,
     DRAIN_JOBS,
+    FAIRNESS_A_JOBS,
+    FAIRNESS_B_JOBS,
     IDLE_SECONDS,
     MEMORY_JOBS,
     PICKUP_SAMPLES,
@@ -40,7 +42,7 @@ from bench.common import (
     wanted_phases,
 )
 from bench.context import Bench
-from bench.phases import bulk, drain, memory, metrics, pickup, submit
+from bench.phases import bulk, drain, fairness, memory, metrics, pickup, submit
 from bench.procs import stop_all
 from bench.report import machine_info, markdown, write_results
 
@@ -114,7 +116,8 @@ async def run_phases(bench: Bench) -> None:
         await timed("bulk", bulk.run)
         await timed("drain", drain.run)
         await timed("pickup", pickup.run)
-        bench.stop_api()  # the memory worker runs without it
+        bench.stop_api()  # the fairness and memory workers run without it
+        await timed("fairness", fairness.run)  # its own workers; before memory, which takes what is left
         await timed("memory", memory.run)
         await timed("metrics", metrics.run)  # its own API processes (metrics on and off) and workers
     finally:
@@ -176,7 +179,7 @@ def main() -> None:
         parameters={
             "concurrency": CONCURRENCY, "submit_seconds": SUBMIT_SECONDS, "api_workers": API_WORKERS,
             "bulk_batch": BULK_BATCH, "bulk_clients": BULK_CLIENTS, "bulk_seconds": BULK_SECONDS,
-            "drain_jobs": DRAIN_JOBS,
+            "drain_jobs": DRAIN_JOBS, "fairness_a_jobs": FAIRNESS_A_JOBS, "fairness_b_jobs": FAIRNESS_B_JOBS,
             "pickup_samples": PICKUP_SAMPLES, "idle_seconds": IDLE_SECONDS, "memory_jobs": MEMORY_JOBS,
         },
     )  # fmt: skip

@@ -1,5 +1,6 @@
 """The summary table: one row per figure, ours against a baseline measured in the same run, with issue 15's
-targets (the memory row keeps issue 8's; bench/report_metrics.py adds issue 12's rows)."""
+targets (the memory row keeps issue 8's, the fair-share rows issue 16's; bench/report_metrics.py adds issue
+12's rows)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ PICKUP_P50_MS = 5.0
 PICKUP_P99_MS = 20.0
 IDLE_CPU_PCT = 1.0  # % of one core
 MEMORY_GROWTH_PCT = 5.0  # issue 8: RSS growth over 50,000 jobs after the warm-up
+# Issue 16's.
+FAIR_WAIT_SLOTS = 2.0  # tenant B's 10 jobs all start before A starts another 2 × (worker slots) jobs
+CAP_NOT_BINDING_RATIO = 0.95  # a report-type cap that never binds costs at most 5 % of the drain rate
 
 # CPU meter entries that are not the processes under test.
 META_CPU_KEYS = frozenset({"mariadbd", "redis", "bench_runner", "load_generator", "machine", "others"})
@@ -216,6 +220,44 @@ def memory_rows(res: dict[str, Any]) -> list[Row]:
     ]  # fmt: skip
 
 
+def fairness_rows(res: dict[str, Any]) -> list[Row]:
+    fair = res.get("fairness")
+    if not fair:
+        return []
+    sc, caps = fair["scenario"], fair["caps"]
+    wait = sc["b_wait_slots"]
+    met: bool | str = wait <= FAIR_WAIT_SLOTS
+    if not sc["a_had_backlog"]:
+        met = "n/a (A's backlog was gone before B's last start)"
+    rate, slots = caps["jobs_per_s"], caps["slots"]
+    none = f"no cap, same run {rate['none']:,.0f}/s"
+    return [
+        Row(
+            f"fair share: tenant B's worst wait ({sc['tenant_b_jobs']} jobs submitted behind tenant A's "
+            f"{sc['tenant_a_jobs']:,}), in job slots (A's starts meanwhile ÷ {sc['slots']} slots)",
+            f"{wait:.2f} slots ({sc['a_started_meanwhile']} of A's jobs, {sc['b_worst_wait_ms']:.0f} ms; "
+            f"from B's submit returned, {sc['b_wait_slots_after_queued']:.2f} slots)",
+            f"time order (FIFO): A's backlog at B's submit {sc['fifo_wait_slots']:.1f} slots",
+            wait / sc["fifo_wait_slots"] if sc["fifo_wait_slots"] else None,
+            f"≤ {FAIR_WAIT_SLOTS:g} slots (issue 16)", met,
+        ),
+        Row(
+            f"drain, {caps['workers']} worker processes, type cap {caps['caps']['not_binding']} ≥ {slots} "
+            "slots (not binding): jobs/s",
+            f"{rate['not_binding']:,.0f}/s", none, caps["not_binding_vs_none"],
+            f"≥ {CAP_NOT_BINDING_RATIO:g}× (issue 16)", caps["not_binding_vs_none"] >= CAP_NOT_BINDING_RATIO,
+        ),
+        Row(
+            f"drain, {caps['workers']} worker processes, type cap {caps['caps']['binding']} of {slots} slots "
+            f"(binding; at most {caps['binding_most_running_at_once']} ran at once): jobs/s",
+            f"{rate['binding']:,.0f}/s", none, caps["binding_vs_none"], "—", None,
+        ),
+    ]  # fmt: skip
+
+
 def build_rows(res: dict[str, Any]) -> list[Row]:
-    """Issue 15's rows, in the order of its "Must show", then memory (issue 8)."""
-    return [*submit_rows(res), *bulk_rows(res), *drain_rows(res), *pickup_rows(res), *memory_rows(res)]
+    """Issue 15's rows, in the order of its "Must show", then memory (issue 8), then fair share (issue 16)."""
+    return [
+        *submit_rows(res), *bulk_rows(res), *drain_rows(res), *pickup_rows(res), *memory_rows(res),
+        *fairness_rows(res),
+    ]  # fmt: skip
