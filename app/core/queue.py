@@ -191,25 +191,24 @@ async def enqueue_explained(message: RunMessage) -> tuple[bool, Wait | None]:
         return False, None
 
 
-async def enqueue_runs(messages: Sequence[RunMessage]) -> int:
-    """`enqueue_run` for many jobs in one round trip (one script call) and at most one wake-up; returns how
-    many new messages were queued. Never raises: on failure the jobs stay committed and the scheduler's
-    reconciliation enqueues them."""
+async def enqueue_runs_explained(messages: Sequence[RunMessage]) -> list[Wait | None]:
+    """`enqueue_run` for many jobs in one round trip (one script call, at most one wake-up), telling what
+    would keep each new job waiting (for a batch's answers). Never raises: all None when Redis refused (the
+    scheduler's reconciliation enqueues the jobs)."""
     if not messages:
-        return 0
+        return []
     try:
-        queued, _ = await _enqueue(messages)
-        return sum(queued)
+        return (await _enqueue(messages))[1]
     except Exception as exc:
         log.warning(
             "batch enqueue failed; the scheduler will re-enqueue",
             extra={"jobs": len(messages), "error": repr(exc)},
         )
-        return 0
+        return [None] * len(messages)
 
 
 async def enqueue_messages(messages: Sequence[RunMessage]) -> tuple[list[bool], list[Wait | None]]:
-    """`enqueue_runs` telling, per message, whether it was queued and what would keep it waiting;
+    """`enqueue_runs_explained` telling, per message, whether it was queued and what would keep it waiting;
     raises when Redis refuses (for the scheduler, which reports it)."""
     if not messages:
         return [], []

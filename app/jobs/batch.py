@@ -17,6 +17,7 @@ from app.core.db import session_scope
 from app.core.errors import IdempotencyConflict, OrchestratorError, ValidationFailed
 from app.core.ids import new_id
 from app.core.times import utcnow
+from app.fairshare.service import waiting_document
 from app.jobs.repository import JobRepository
 from app.jobs.service import (
     SubmitRequest,
@@ -93,10 +94,10 @@ async def _submit_batch(tenant: str, entries: Sequence[BatchEntry | Orchestrator
         fresh = _answer_existing(fresh, await by_idempotency_keys(tenant, owners.keys()), outcomes)
     fresh = await _within_rate_limit(tenant, fresh, outcomes)
     rows = await _insert(tenant, fresh, now, outcomes)
-    for item, row in rows:
+    waits = await queue.enqueue_runs_explained([run_message(row) for _, row in rows])
+    for (item, row), wait in zip(rows, waits, strict=True):
         metrics.count_submitted(row)
-        outcomes[item.index] = SubmitResult(row, created=True)
-    await queue.enqueue_runs([run_message(row) for _, row in rows])
+        outcomes[item.index] = SubmitResult(row, created=True, waiting_for=waiting_document(wait))
     for item in repeats:
         outcomes[item.index] = _repeat_outcome(item, owners[item.key or ""], outcomes)
     assert all(o is not None for o in outcomes)

@@ -166,10 +166,14 @@ async def submit_jobs_batch(body: JobBatchCreate, principal: PrincipalDep) -> Re
 
 
 async def _waits_of(outcomes: list[BatchOutcome]) -> dict[int, dict[str, Any] | None]:
-    """What each item's job waits for (pause, full cap), by item index: one Redis round trip for all."""
-    indexed = [(i, o.job) for i, o in enumerate(outcomes) if isinstance(o, SubmitResult)]
-    waits = await fairshare.waiting_for([job for _, job in indexed])
-    return {i: wait for (i, _), wait in zip(indexed, waits, strict=True)}
+    """What each item's job waits for (pause, full cap), by item index: a new job's came with its
+    enqueue; an existing job's is asked in one Redis round trip for all of them (none when all are new)."""
+    waits = {i: o.waiting_for for i, o in enumerate(outcomes) if isinstance(o, SubmitResult) and o.created}
+    indexed = [(i, o.job) for i, o in enumerate(outcomes) if isinstance(o, SubmitResult) and not o.created]
+    if indexed:
+        found = await fairshare.waiting_for([job for _, job in indexed])
+        waits.update({i: wait for (i, _), wait in zip(indexed, found, strict=True)})
+    return waits
 
 
 @router.get("", response_model=JobPage, responses=problem_responses(401, 403, 422, 503), summary="List jobs")
