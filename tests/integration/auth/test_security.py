@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import text
 
 from app.auth import service
-from app.core import queue
+from app.core import lanes, queue
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import ValidationFailed
@@ -599,8 +599,19 @@ async def test_forged_redis_message_cannot_run_code_in_a_worker(env: Any, tmp_pa
     marker = tmp_path / "pwned"
     pool = await queue.get_pool()
     forged_id = "forged-" + secrets.token_hex(4)
-    await pool.psetex(job_key_prefix + forged_id, 60_000, pickle.dumps(_Payload(marker)))
-    await pool.zadd(get_settings().queue_name, {forged_id: int(time.time() * 1000)})
+    # Written where a worker takes messages from: arq's keys and a dispatch lane (app.core.lanes).
+    await queue.rebuild_dispatch([], lanes.Policy())
+    now_ms = int(time.time() * 1000)
+    args = [
+        queue.WAKE_CHANNEL,
+        60_000,
+        pickle.dumps(_Payload(marker)),
+        now_ms,
+        forged_id,
+        lanes.Lane().encoded(),
+    ]
+    assert await lanes.Scripts(pool).enqueue(keys=[get_settings().queue_name], args=args)
+    assert await pool.exists(job_key_prefix + forged_id)
     await drain()
     assert not marker.exists(), "a forged Redis message executed code in the worker"
 
