@@ -44,8 +44,15 @@ local function leave_lane(arq_id)
     drop_if_empty(p, tenant, rtype)
   end
 end
+-- One slot fewer held in `hash` for `name`; returns how many were held before.
 local function uncount(hash, name)
-  if redis.call('hincrby', hash, name, -1) <= 0 then redis.call('hdel', hash, name) end
+  local left = redis.call('hincrby', hash, name, -1)
+  if left <= 0 then redis.call('hdel', hash, name) end
+  return left + 1
+end
+local function tenant_cap_of(tenant)
+  local cap = redis.call('hget', P .. 'cap:tenant', tenant) or redis.call('get', P .. 'cap:tenant_default')
+  return tonumber(cap or '0')
 end
 -- Why a job of this tenant and type would not start now, whatever its place in line: '' (nothing), or
 -- "paused\tKIND\tNAME", or "cap\tKIND\tNAME\tLIMIT" (KIND: tenant | report_type).
@@ -60,15 +67,15 @@ local function why(tenant, rtype)
   if cap > 0 and tonumber(redis.call('hget', P .. 'run:type', rtype) or '0') >= cap then
     return 'cap\treport_type\t' .. rtype .. '\t' .. cap
   end
-  cap = redis.call('hget', P .. 'cap:tenant', tenant) or redis.call('get', P .. 'cap:tenant_default')
-  cap = tonumber(cap or '0')
+  cap = tenant_cap_of(tenant)
   if cap > 0 and tonumber(redis.call('hget', P .. 'run:tenant', tenant) or '0') >= cap then
     return 'cap\ttenant\t' .. tenant .. '\t' .. cap
   end
   return ''
 end
 -- Free the slot `job_id` holds if message `arq_id` holds it (any message when arq_id is ''). Returns
--- 1 when the slot was capped (someone may be waiting for it), 0 when uncapped, -1 when nothing was held.
+-- 1 when the slot freed one under a cap that was full (jobs may be waiting for it: wake the workers),
+-- 0 otherwise, -1 when nothing was held.
 local function release(job_id, arq_id)
   local claim = redis.call('hget', P .. 'claims', job_id)
   if not claim then return -1 end
@@ -76,13 +83,12 @@ local function release(job_id, arq_id)
   if arq_id ~= '' and holder ~= arq_id and holder ~= '*' then return -1 end
   redis.call('hdel', P .. 'claims', job_id)
   redis.call('zrem', P .. 'claimed_at', job_id)
-  uncount(P .. 'run:type', rtype)
-  uncount(P .. 'run:tenant', tenant)
-  if redis.call('hexists', P .. 'cap:type', rtype) == 1
-     or redis.call('hexists', P .. 'cap:tenant', tenant) == 1
-     or redis.call('exists', P .. 'cap:tenant_default') == 1 then
-    return 1
-  end
+  local of_type = uncount(P .. 'run:type', rtype)
+  local of_tenant = uncount(P .. 'run:tenant', tenant)
+  local type_cap = tonumber(redis.call('hget', P .. 'cap:type', rtype) or '0')
+  if type_cap > 0 and of_type >= type_cap then return 1 end
+  local tenant_cap = tenant_cap_of(tenant)
+  if tenant_cap > 0 and of_tenant >= tenant_cap then return 1 end
   return 0
 end
 """
