@@ -34,16 +34,6 @@ class TextFormatter(logging.Formatter):
         return f"{head} {pairs}{newline}{tail}"
 
 
-class ArqJobLines(logging.Filter):
-    """Drops arq's two INFO lines per job (`  0.01s → …` and `  0.01s ← …`): the attempt service logs one
-    structured line per terminal transition instead. Warnings, errors and LOG_LEVEL=DEBUG keep them all."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno != logging.INFO or logging.getLogger().isEnabledFor(logging.DEBUG):
-            return True
-        return not (isinstance(record.msg, str) and record.msg.startswith("%6.2fs"))
-
-
 def setup_logging(process: str) -> None:
     settings = get_settings()
     handler = logging.StreamHandler(sys.stderr)
@@ -65,6 +55,12 @@ def setup_logging(process: str) -> None:
     # httpx logs every request URL at INFO; webhook URLs carry tokens (DingTalk's access_token).
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    arq_worker = logging.getLogger("arq.worker")
-    if not any(isinstance(f, ArqJobLines) for f in arq_worker.filters):
-        arq_worker.addFilter(ArqJobLines())
+    # arq writes two INFO lines per job (`  0.01s → …`, `  0.01s ← …`); the attempt service writes one
+    # structured line per terminal transition instead, and the workers announce themselves (fleet). Below
+    # DEBUG, arq's worker logger keeps its warnings and errors only: its INFO lines are not even built.
+    arq_level = logging.NOTSET if root.isEnabledFor(logging.DEBUG) else logging.WARNING
+    logging.getLogger("arq.worker").setLevel(arq_level)
+    # No line shows where it was logged from, or the thread and process names: the logging HOWTO's
+    # "Optimization" switches, so a record costs no stack walk (the process is a static field).
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging._srcfile = None

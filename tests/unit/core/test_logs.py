@@ -1,0 +1,39 @@
+"""Logging set-up: arq's two per-job INFO lines are not even built below DEBUG (one structured line per
+terminal transition replaces them), and its warnings still get through."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from app.core.config import get_settings
+from app.core.logs import setup_logging
+
+
+@pytest.fixture
+def restored() -> Iterator[None]:
+    root, arq_worker = logging.getLogger(), logging.getLogger("arq.worker")
+    saved = (root.handlers[:], root.level, arq_worker.level)
+    yield
+    root.handlers[:], root.level = saved[0], saved[1]
+    arq_worker.setLevel(saved[2])
+    get_settings.cache_clear()
+
+
+def test_arq_per_job_lines_are_not_built_below_debug(monkeypatch: pytest.MonkeyPatch, restored: None) -> None:
+    monkeypatch.setenv("LOG_LEVEL", "INFO")
+    get_settings.cache_clear()
+    setup_logging("worker")
+    arq_worker = logging.getLogger("arq.worker")
+    assert not arq_worker.isEnabledFor(logging.INFO)
+    assert arq_worker.isEnabledFor(logging.WARNING)
+    assert logging.getLogger("app.attempts.service").isEnabledFor(logging.INFO)
+
+
+def test_debug_shows_arq_per_job_lines(monkeypatch: pytest.MonkeyPatch, restored: None) -> None:
+    monkeypatch.setenv("LOG_LEVEL", "DEBUG")
+    get_settings.cache_clear()
+    setup_logging("worker")
+    assert logging.getLogger("arq.worker").isEnabledFor(logging.INFO)
