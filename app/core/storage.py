@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
-from app.core.config import get_settings
+from app.core.config import Settings, get_settings
 from app.core.errors import Unavailable
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -165,7 +165,15 @@ def _store_for(storage: str, spool_dir: Path, options: tuple[tuple[str, Any], ..
     return S3OutputStore(storage, spool_dir, dict(options))
 
 
+_last: tuple[Settings, OutputStore] | None = None  # the store of the settings object asked for last
+
+
 def get_output_store() -> OutputStore:
-    """The store OUTPUT_STORAGE names (one per distinct configuration, so tests may switch it)."""
+    """The store OUTPUT_STORAGE names (one per distinct configuration, so tests may switch it); looked up
+    once per settings object (every job asks)."""
+    global _last
     settings = get_settings()
-    return _store_for(settings.output_storage, Path(settings.output_dir), settings.object_store_options)
+    if _last is None or _last[0] is not settings:
+        options = settings.object_store_options
+        _last = (settings, _store_for(settings.output_storage, Path(settings.output_dir), options))
+    return _last[1]
