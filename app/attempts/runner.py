@@ -122,7 +122,7 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
         tenant=job.tenant,
         attempt=key.attempt,
         replay=key.replay,
-        attempts_total=job.attempts_total,
+        attempts_total=job.attempts_total + 1,  # `job` is the row as read before this attempt started
         output_root=settings.output_dir,
         store=get_output_store(),
         schedule_id=job.schedule_id,
