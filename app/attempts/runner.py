@@ -53,9 +53,13 @@ def record_retrying() -> AsyncRetrying:
 async def _heartbeat_loop(
     key: AttemptKey, ctx: ReportContext, task: asyncio.Task[Any], state: dict[str, str]
 ) -> None:
+    """Beat now, then every HEARTBEAT_INTERVAL_S while the report runs (started one interval into it)."""
     interval_s = get_settings().heartbeat_interval_s
+    first = True
     while not task.done():
-        await asyncio.sleep(interval_s)
+        if not first:
+            await asyncio.sleep(interval_s)
+        first = False
         try:
             mine, cancel_requested = await service.heartbeat(key, ctx.progress)
         except Exception as exc:  # MySQL blip: keep running, the next beat may get through
@@ -207,9 +211,14 @@ async def _run_report(
 ) -> tuple[AttemptOutcome | None, dict[str, Any] | None]:
     task: asyncio.Task[Any] = asyncio.ensure_future(coro)
     state: dict[str, str] = {}
-    beat = asyncio.create_task(_heartbeat_loop(key, ctx, task, state))
+    beat: asyncio.Task[None] | None = None
     try:
-        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+        # The heartbeat task starts only once the report has run one interval: most reports end before.
+        first_s = min(timeout_s, get_settings().heartbeat_interval_s)
+        done, _ = await asyncio.wait({task}, timeout=first_s)
+        if not done and timeout_s > first_s:
+            beat = asyncio.create_task(_heartbeat_loop(key, ctx, task, state))
+            done, _ = await asyncio.wait({task}, timeout=timeout_s - first_s)
         if not done:
             task.cancel()
             with contextlib.suppress(BaseException):
@@ -236,6 +245,7 @@ async def _run_report(
             await asyncio.shield(service.release_attempt(key))
         raise
     finally:
-        beat.cancel()
-        with contextlib.suppress(BaseException):
-            await beat
+        if beat is not None:
+            beat.cancel()
+            with contextlib.suppress(BaseException):
+                await beat
