@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from functools import lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -48,6 +48,7 @@ class Metrics:
     def __init__(self, tenant_label: bool, enabled: bool = True) -> None:
         self.tenant_label = tenant_label
         self.enabled = enabled  # METRICS_ENABLED=false: nothing is counted (the bench's "off")
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
             self.registry.register(collector)
@@ -104,6 +105,15 @@ class Metrics:
 
     def job_labels(self, job: Labelled) -> tuple[str, ...]:
         return (job.report_type, job.tenant) if self.tenant_label else (job.report_type,)
+
+    def child(self, metric: Counter | Histogram, *labels: str) -> Any:
+        """`metric.labels(*labels)`, remembered: every job asks for the same few children, and `labels()`
+        validates and locks on every call."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def register(self, collector: Collector) -> None:
         self.registry.register(collector)
@@ -167,7 +177,7 @@ def observe_start(job: Labelled, eligible_since: datetime | None, now: datetime)
     m = get_metrics()
     waited_s = _seconds(eligible_since, now)
     if m.enabled and waited_s is not None:
-        m.queue_wait.labels(*m.job_labels(job)).observe(waited_s)
+        m.child(m.queue_wait, *m.job_labels(job)).observe(waited_s)
 
 
 def count_attempt(job: Labelled, outcome: str, started_at: datetime | None, now: datetime) -> None:
@@ -175,10 +185,10 @@ def count_attempt(job: Labelled, outcome: str, started_at: datetime | None, now:
     if not m.enabled:
         return
     labels = m.job_labels(job)
-    m.attempts_finished.labels(*labels, outcome).inc()
+    m.child(m.attempts_finished, *labels, outcome).inc()
     ran_s = _seconds(started_at, now)
     if ran_s is not None:
-        m.attempt_duration.labels(*labels).observe(ran_s)
+        m.child(m.attempt_duration, *labels).observe(ran_s)
 
 
 def count_retry(job: Labelled) -> None:
@@ -193,10 +203,10 @@ def count_terminal(job: Labelled, status: str, created_at: datetime | None, now:
     if not m.enabled:
         return
     labels = m.job_labels(job)
-    m.jobs_finished.labels(*labels, status).inc()
+    m.child(m.jobs_finished, *labels, status).inc()
     took_s = _seconds(created_at, now)
     if took_s is not None:
-        m.job_duration.labels(*labels, status).observe(took_s)
+        m.child(m.job_duration, *labels, status).observe(took_s)
 
 
 def count_rescued(job: Labelled) -> None:
