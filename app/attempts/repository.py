@@ -4,11 +4,12 @@ stuck attempts, and the note on a lost attempt whose worker answered late.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Update, bindparam, insert, select, tuple_
+from sqlalchemy import ColumnElement, Select, Update, bindparam, insert, select, tuple_
 
 from app.core.repository import Repository, table_of
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus, check_transition
@@ -20,52 +21,79 @@ job = JOBS.c
 attempt = ATTEMPTS.c
 ATTEMPTS_INSERT = insert(ATTEMPTS)
 
-# The group commit's statements, built once: building and cache-keying a statement per batch costs more than
-# running it. `ids` / `guards` expand to the batch's job ids and per-job compare-and-set tuples.
-LOCK_JOBS = select(ReportJob).where(job.id.in_(bindparam("ids", expanding=True))).with_for_update()
-LOCK_RUNNING = (
-    select(job.id, job.status, job.attempt, job.replay_count)
-    .where(job.id.in_(bindparam("ids", expanding=True)))
-    .with_for_update()
-)
-START_MANY = (
-    JOBS.update()
-    .where(
-        job.id.in_(bindparam("ids", expanding=True)),
-        tuple_(job.id, job.status, job.attempt, job.replay_count).in_(bindparam("guards", expanding=True)),
-    )
-    .values(
-        status=JobStatus.RUNNING.value,
-        attempt=job.attempt + 1,
-        attempts_total=job.attempts_total + 1,
-        heartbeat_at=bindparam("p_now"),
-        started_at=bindparam("p_now"),
-        next_attempt_at=None,
-        worker=bindparam("p_worker"),
-        updated_at=bindparam("p_now"),
-    )
-)
-FINISH_ATTEMPTS = (
-    ATTEMPTS.update()
-    .where(
-        attempt.job_id.in_(bindparam("ids", expanding=True)),
-        tuple_(attempt.job_id, attempt.attempt, attempt.replay).in_(bindparam("guards", expanding=True)),
-        attempt.outcome == AttemptOutcome.RUNNING.value,
-    )
-    .values(outcome=bindparam("p_outcome"), finished_at=bindparam("p_now"), error=bindparam("p_error"))
-)
+# The group commit's statements, built once per batch size: building and cache-keying a statement per batch
+# costs more than running it, and an `expanding` IN is re-rendered at every execution. `i{k}` are the batch's
+# job ids, `g{k}_{c}` the per-job compare-and-set tuples (`_sized_params` fills both).
+
+
+def _ids_in(column: Any, n: int) -> ColumnElement[bool]:
+    return column.in_([bindparam(f"i{k}") for k in range(n)])
+
+
+def _guards_in(columns: tuple[Any, ...], n: int) -> ColumnElement[bool]:
+    width = len(columns)
+    rows = [tuple_(*(bindparam(f"g{k}_{c}") for c in range(width))) for k in range(n)]
+    return tuple_(*columns).in_(rows)
+
+
+def _sized_params(ids: list[str], guards: Sequence[tuple[Any, ...]] = ()) -> dict[str, Any]:
+    params = {f"i{k}": job_id for k, job_id in enumerate(ids)}
+    params.update({f"g{k}_{c}": value for k, guard in enumerate(guards) for c, value in enumerate(guard)})
+    return params
 
 
 @cache
-def _running_many(columns: tuple[str, ...]) -> Update:
-    """UPDATE of `columns` on several running attempts' jobs, each guarded by its own key (one statement
-    per set of columns, built once)."""
+def _lock_jobs(n: int) -> Select[Any]:
+    return select(ReportJob).where(_ids_in(job.id, n)).with_for_update()
+
+
+@cache
+def _lock_running(n: int) -> Select[Any]:
+    return (
+        select(job.id, job.status, job.attempt, job.replay_count).where(_ids_in(job.id, n)).with_for_update()
+    )
+
+
+@cache
+def _start_many(n: int) -> Update:
+    return (
+        JOBS.update()
+        .where(_ids_in(job.id, n), _guards_in((job.id, job.status, job.attempt, job.replay_count), n))
+        .values(
+            status=JobStatus.RUNNING.value,
+            attempt=job.attempt + 1,
+            attempts_total=job.attempts_total + 1,
+            heartbeat_at=bindparam("p_now"),
+            started_at=bindparam("p_now"),
+            next_attempt_at=None,
+            worker=bindparam("p_worker"),
+            updated_at=bindparam("p_now"),
+        )
+    )
+
+
+@cache
+def _finish_attempts(n: int) -> Update:
+    return (
+        ATTEMPTS.update()
+        .where(
+            _ids_in(attempt.job_id, n),
+            _guards_in((attempt.job_id, attempt.attempt, attempt.replay), n),
+            attempt.outcome == AttemptOutcome.RUNNING.value,
+        )
+        .values(outcome=bindparam("p_outcome"), finished_at=bindparam("p_now"), error=bindparam("p_error"))
+    )
+
+
+@cache
+def _running_many(columns: tuple[str, ...], n: int) -> Update:
+    """UPDATE of `columns` on several running attempts' jobs, each guarded by its own key."""
     return (
         JOBS.update()
         .where(
-            job.id.in_(bindparam("ids", expanding=True)),
+            _ids_in(job.id, n),
             job.status == JobStatus.RUNNING.value,
-            tuple_(job.id, job.attempt, job.replay_count).in_(bindparam("guards", expanding=True)),
+            _guards_in((job.id, job.attempt, job.replay_count), n),
         )
         .values({name: bindparam(f"p_{name}") for name in columns})
     )
@@ -82,10 +110,9 @@ def _attempt_row(key: AttemptKey, outcome: AttemptOutcome) -> list[ColumnElement
 
 
 def _key_guards(keys: list[AttemptKey]) -> dict[str, Any]:
-    return {
-        "ids": [key.job_id for key in keys],
-        "guards": [(key.job_id, key.attempt, key.replay) for key in keys],
-    }
+    return _sized_params(
+        [key.job_id for key in keys], [(key.job_id, key.attempt, key.replay) for key in keys]
+    )
 
 
 class AttemptRepository(Repository):
@@ -130,7 +157,7 @@ class AttemptRepository(Repository):
     async def lock_jobs(self, ids: list[str]) -> dict[str, ReportJob]:
         """The jobs' rows, locked until the transaction ends (on MySQL; SQLite's BEGIN IMMEDIATE already holds
         the only write lock), so that the starts decided from them hold when they are written."""
-        rows = (await self.session.execute(LOCK_JOBS, {"ids": ids})).scalars().all()
+        rows = (await self.session.execute(_lock_jobs(len(ids)), _sized_params(ids))).scalars().all()
         return {row.id: row for row in rows}
 
     async def start_many(self, starts: list[tuple[ReportJob, str]], now: datetime) -> int:
@@ -142,19 +169,17 @@ class AttemptRepository(Repository):
             by_worker.setdefault(worker, []).append(row)
         started = 0
         for worker, rows in by_worker.items():
-            params = {
-                "ids": [row.id for row in rows],
-                "guards": [(row.id, row.status.value, row.attempt, row.replay_count) for row in rows],
-                "p_now": now,
-                "p_worker": worker,
-            }
-            started += int((await self.session.execute(START_MANY, params)).rowcount)  # type: ignore[attr-defined]
+            guards = [(row.id, row.status.value, row.attempt, row.replay_count) for row in rows]
+            params = {**_sized_params([row.id for row in rows], guards), "p_now": now, "p_worker": worker}
+            result = await self.session.execute(_start_many(len(rows)), params)
+            started += int(result.rowcount)  # type: ignore[attr-defined]
         return started
 
     async def lock_running(self, keys: list[AttemptKey]) -> set[str]:
         """Which of `keys` are still their job's running attempt, with those rows locked until the end of
         the transaction."""
-        rows = (await self.session.execute(LOCK_RUNNING, {"ids": [key.job_id for key in keys]})).all()
+        ids = [key.job_id for key in keys]
+        rows = (await self.session.execute(_lock_running(len(ids)), _sized_params(ids))).all()
         current = {row.id: row for row in rows}
         mine: set[str] = set()
         for key in keys:
@@ -173,7 +198,7 @@ class AttemptRepository(Repository):
         target = values.get("status")
         if target is not None:
             check_transition({JobStatus.RUNNING}, JobStatus(target))
-        stmt = _running_many(tuple(sorted(values)))
+        stmt = _running_many(tuple(sorted(values)), len(keys))
         params = {**_key_guards(keys), **{f"p_{name}": value for name, value in values.items()}}
         return int((await self.session.execute(stmt, params)).rowcount)  # type: ignore[attr-defined]
 
@@ -220,7 +245,8 @@ class AttemptRepository(Repository):
     ) -> int:
         """`finish_attempt` for several attempts with the same outcome, in one statement."""
         params = {**_key_guards(keys), "p_outcome": outcome.value, "p_now": now, "p_error": error}
-        return int((await self.session.execute(FINISH_ATTEMPTS, params)).rowcount)  # type: ignore[attr-defined]
+        stmt = _finish_attempts(len(keys))
+        return int((await self.session.execute(stmt, params)).rowcount)  # type: ignore[attr-defined]
 
     async def finish_attempt(
         self, key: AttemptKey, outcome: AttemptOutcome, now: datetime, error: dict[str, Any] | None
