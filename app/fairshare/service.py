@@ -16,11 +16,14 @@ from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.core.lanes import DEFAULT_PRIORITY, Lane, Policy, Running, Wait
+from app.core.states import JobStatus
 from app.fairshare.repository import FairShareRepository
 from app.models import ReportJob, ReportTypePolicy, TenantPolicy
 from app.reports.registry import registry
 
 log = logging.getLogger(__name__)
+
+BY_TYPE, BY_TENANT = 0, 1  # the halves of queue.running_counts()
 
 
 def lane_of(job: ReportJob) -> Lane:
@@ -142,7 +145,7 @@ def waiting_document(wait: Wait | None) -> dict[str, Any] | None:
 async def waiting_for(jobs: Sequence[ReportJob]) -> list[dict[str, Any] | None]:
     """For each job still waiting to start (pending, or due and retrying): the pause or full cap that keeps
     it waiting now, or None. None everywhere when Redis cannot say."""
-    waiting = [job.status.value in ("pending", "retrying") for job in jobs]
+    waiting = [job.status in (JobStatus.PENDING, JobStatus.RETRYING) for job in jobs]
     lanes = [lane_of(job) for job, wait in zip(jobs, waiting, strict=True) if wait]
     try:
         waits = iter(await queue.explain_waits(lanes))
@@ -177,7 +180,7 @@ class TypeView:
 async def list_tenants() -> list[TenantView]:
     async with session_scope() as session:
         rows = await FairShareRepository(session).tenant_policies()
-    counts = await _running_by_tenant()
+    counts = await _running(BY_TENANT)
     names = sorted({row.tenant for row in rows} | set(counts))
     by_name = {row.tenant: row for row in rows}
     return [_tenant_view(name, by_name.get(name), counts.get(name, 0)) for name in names]
@@ -186,7 +189,7 @@ async def list_tenants() -> list[TenantView]:
 async def get_tenant(tenant: str) -> TenantView:
     async with session_scope() as session:
         row = await FairShareRepository(session).tenant_policy(tenant)
-    return _tenant_view(tenant, row, (await _running_by_tenant()).get(tenant, 0))
+    return _tenant_view(tenant, row, (await _running(BY_TENANT)).get(tenant, 0))
 
 
 async def set_tenant(tenant: str, values: dict[str, Any]) -> TenantView:
@@ -200,7 +203,7 @@ async def set_tenant(tenant: str, values: dict[str, Any]) -> TenantView:
 async def list_types() -> list[TypeView]:
     async with session_scope() as session:
         rows = {row.report_type: row for row in await FairShareRepository(session).type_policies()}
-    counts = await _running_by_type()
+    counts = await _running(BY_TYPE)
     return [_type_view(t.name, rows.get(t.name), counts.get(t.name, 0)) for t in registry.all()]
 
 
@@ -209,7 +212,7 @@ async def get_type(report_type: str) -> TypeView:
         raise NotFound(f"No report type {report_type!r}.")
     async with session_scope() as session:
         row = await FairShareRepository(session).type_policy(report_type)
-    return _type_view(report_type, row, (await _running_by_type()).get(report_type, 0))
+    return _type_view(report_type, row, (await _running(BY_TYPE)).get(report_type, 0))
 
 
 async def set_type(report_type: str, values: dict[str, Any]) -> TypeView:
@@ -251,15 +254,9 @@ def _type_view(name: str, row: ReportTypePolicy | None, running: int) -> TypeVie
     )
 
 
-async def _running_by_type() -> dict[str, int]:
+async def _running(by: int) -> dict[str, int]:
+    """Slots held now across every worker, by report type (`by` 0) or tenant (1); none if Redis is away."""
     try:
-        return (await queue.running_counts())[0]
-    except Exception:
-        return {}
-
-
-async def _running_by_tenant() -> dict[str, int]:
-    try:
-        return (await queue.running_counts())[1]
+        return (await queue.running_counts())[by]
     except Exception:
         return {}
