@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.attempts import service
-from app.attempts.repository import AttemptRepository
+from app.attempts.group_repository import GroupRepository
 from app.core.config import get_settings
 from app.core.db import is_db_outage, is_lock_conflict, session_scope
+from app.core.driver import SessionStatements, Statements, driver_path_enabled, driver_transaction
 from app.core.grouping import GroupCommit
 from app.core.states import AttemptKey, AttemptOutcome
 from app.core.times import utcnow
@@ -90,38 +94,83 @@ async def _flush_starts(items: list[StartItem]) -> list[Decision | BaseException
 
 
 async def _start_together(items: list[StartItem]) -> list[Decision | BaseException]:
+    """On MySQL the batch runs on the driver (`app.core.driver`), and a job with an ordering key is decided
+    after it, in a session transaction of its own (its predecessor check is a query of the jobs domain)."""
+    if not driver_path_enabled():
+        async with session_scope() as session:
+            decided, started, now = await _decide_starts(
+                SessionStatements(session), JobRepository(session), items
+            )
+        return _started(items, decided, started, now)
+    async with driver_transaction() as tx:
+        decided, started, now = await _decide_starts(tx, None, items)
+    results = _started(items, decided, started, now)
+    ordered = [index for index, result in enumerate(results) if result is _ORDERED]
+    if ordered:
+        async with session_scope() as session:
+            again = [items[index] for index in ordered]
+            decided, started, now = await _decide_starts(
+                SessionStatements(session), JobRepository(session), again
+            )
+        for index, result in zip(ordered, _started(again, decided, started, now), strict=True):
+            results[index] = result
+    return results
+
+
+def _in_session(session: AsyncSession) -> tuple[Statements, JobRepository]:
+    return SessionStatements(session), JobRepository(session)
+
+
+_ORDERED = service.Skip("decided with the session: ordering key")
+Started = tuple[int, ReportJob, AttemptKey, dict[str, Any]]
+
+
+async def _decide_starts(
+    statements: Statements, jobs: JobRepository | None, items: list[StartItem]
+) -> tuple[dict[int, Decision], list[Started], datetime]:
+    """Lock the jobs, decide each, start the winners in one compare-and-set UPDATE and one INSERT. Without
+    `jobs` (no session), a job with an ordering key is left to a second transaction (`_ORDERED`)."""
     checked_at = utcnow()
     decisions: dict[int, Decision] = {}
     winners: list[tuple[int, ReportJob, str]] = []
-    started: list[tuple[int, ReportJob, AttemptKey, dict[str, Any]]] = []
-    async with session_scope() as session:
-        jobs, attempts = JobRepository(session), AttemptRepository(session)
-        rows = await attempts.lock_jobs(sorted({job_id for job_id, _ in items}))
-        seen: set[str] = set()
-        for index, (job_id, worker) in enumerate(items):
-            if job_id in seen:
-                decisions[index] = service.Skip("another delivery started this job")
+    group = GroupRepository(statements)
+    rows = await group.lock_jobs(sorted({job_id for job_id, _ in items}))
+    seen: set[str] = set()
+    for index, (job_id, worker) in enumerate(items):
+        if job_id in seen:
+            decisions[index] = service.Skip("another delivery started this job")
+            continue
+        seen.add(job_id)
+        job = rows.get(job_id)
+        refused = service.precheck(job, checked_at)
+        if refused is not None:
+            decisions[index] = refused
+            continue
+        assert job is not None
+        if job.ordering_key:
+            if jobs is None:
+                decisions[index] = _ORDERED
                 continue
-            seen.add(job_id)
-            job = rows.get(job_id)
-            refused = service.precheck(job, checked_at)
-            if refused is not None:
-                decisions[index] = refused
+            blocked = await service.blocker_of(jobs, job)
+            if blocked is not None:
+                decisions[index] = blocked
                 continue
-            assert job is not None
-            if job.ordering_key:
-                blocked = await service.blocker_of(jobs, job)
-                if blocked is not None:
-                    decisions[index] = blocked
-                    continue
-            winners.append((index, job, worker))
-        # Stamped after every predecessor was seen finished (ordering keys: finished_at < started_at).
-        now = utcnow()
-        if winners:
-            if await attempts.start_many([(job, worker) for _, job, worker in winners], now) != len(winners):
-                raise _Recheck("a start lost its compare-and-set under the lock")
-            started = [(index, job, *service.new_attempt(job, now, worker)) for index, job, worker in winners]
-            await attempts.add_attempts([row for *_, row in started])
+        winners.append((index, job, worker))
+    # Stamped after every predecessor was seen finished (ordering keys: finished_at < started_at).
+    now = utcnow()
+    started: list[Started] = []
+    if winners:
+        if await group.start_many([(job, worker) for _, job, worker in winners], now) != len(winners):
+            raise _Recheck("a start lost its compare-and-set under the lock")
+        started = [(index, job, *service.new_attempt(job, now, worker)) for index, job, worker in winners]
+        await group.add_attempts([row for *_, row in started])
+    return decisions, started, now
+
+
+def _started(
+    items: list[StartItem], decisions: dict[int, Decision], started: list[Started], now: datetime
+) -> list[Decision | BaseException]:
+    """Once committed: the winners counted as started."""
     for index, job, key, _row in started:
         decisions[index] = service.mark_started(job, key, now)
     return [decisions[index] for index in range(len(items))]
@@ -135,26 +184,26 @@ async def _flush_successes(items: list[DoneItem]) -> list[bool | BaseException]:
 
 
 async def _complete_together(items: list[DoneItem]) -> list[bool | BaseException]:
+    """On MySQL the successes without effects run on the driver (`app.core.driver`); a job with a callback or
+    an ordering key stages its effects in a session transaction (a query of the jobs domain)."""
     keys = [key for key, _ in items]
     if len({key.job_id for key in keys}) != len(keys):
         raise _Recheck("one job twice in a batch")
     now = utcnow()
+    mine: set[str] = set()
     effects: list[TerminalEffects] = []
-    async with session_scope() as session:
-        attempts = AttemptRepository(session)
-        mine = await attempts.lock_running(keys)
-        won = [(key, output) for key, output in items if key.job_id in mine]
-        plain = [key for key, output in won if output is None]
-        if plain and await attempts.update_running_many(plain, service.done_values(now, None)) != len(plain):
-            raise _Recheck("a success lost its compare-and-set under the lock")
-        for key, output in won:
-            values = service.done_values(now, output)
-            if output is not None and await attempts.update_running(key, values) != 1:
-                raise _Recheck("a success lost its compare-and-set under the lock")
-        if won:
-            await attempts.finish_attempts([key for key, _ in won], AttemptOutcome.SUCCEEDED, now, None)
-        for key, _ in won:
-            effects.append(await service.terminal_effects(session, key))
+    fast = driver_path_enabled()
+    plain = [item for item in items if fast and not item[0].has_effects]
+    staged = [item for item in items if not fast or item[0].has_effects]
+    if plain:
+        async with driver_transaction() as tx:
+            mine |= await _complete_in(tx, None, plain, now)
+    if staged:
+        async with session_scope() as session:
+            mine |= await _complete_in(SessionStatements(session), session, staged, now)
+            for key, _ in staged:
+                if key.job_id in mine:
+                    effects.append(await service.terminal_effects(session, key))
     for key in keys:
         if key.job_id in mine:
             service.after_done(key, now)
@@ -163,6 +212,28 @@ async def _complete_together(items: list[DoneItem]) -> list[bool | BaseException
     for effect in effects:
         await effect.publish()
     return [key.job_id in mine for key in keys]
+
+
+async def _complete_in(
+    statements: Statements, session: AsyncSession | None, items: list[DoneItem], now: datetime
+) -> set[str]:
+    """Lock the jobs, then each still-running attempt to done in one compare-and-set UPDATE (one each for
+    those with an output) and its attempt row in one more; the ids that won."""
+    group = GroupRepository(statements)
+    mine = await group.lock_running([key for key, _ in items])
+    won = [(key, output) for key, output in items if key.job_id in mine]
+    plain = [key for key, output in won if output is None]
+    if plain and await group.update_running_many(plain, service.done_values(now, None)) != len(plain):
+        raise _Recheck("a success lost its compare-and-set under the lock")
+    for key, output in won:
+        if (
+            output is not None
+            and await group.update_running_many([key], service.done_values(now, output)) != 1
+        ):
+            raise _Recheck("a success lost its compare-and-set under the lock")
+    if won:
+        await group.finish_attempts([key for key, _ in won], AttemptOutcome.SUCCEEDED, now, None)
+    return mine
 
 
 # ---- together, or else one by one ----------------------------------------------------------------------
