@@ -217,23 +217,22 @@ async def _complete_together(items: list[DoneItem]) -> list[bool | BaseException
 async def _complete_in(
     statements: Statements, session: AsyncSession | None, items: list[DoneItem], now: datetime
 ) -> set[str]:
-    """Lock the jobs, then each still-running attempt to done in one compare-and-set UPDATE (one each for
-    those with an output) and its attempt row in one more; the ids that won."""
+    """Each still-running attempt's job to done in one compare-and-set UPDATE (one each for those with an
+    output), then their attempt rows in one more; the ids that won. No locking read first: the UPDATE's
+    count says whether every job won, and only when one lost (its attempt was declared lost meanwhile) are
+    the winners read back, in the same transaction, by the `finished_at` this batch stamped."""
     group = GroupRepository(statements)
-    mine = await group.lock_running([key for key, _ in items])
-    won = [(key, output) for key, output in items if key.job_id in mine]
-    plain = [key for key, output in won if output is None]
-    if plain and await group.update_running_many(plain, service.done_values(now, None)) != len(plain):
-        raise _Recheck("a success lost its compare-and-set under the lock")
-    for key, output in won:
-        if (
-            output is not None
-            and await group.update_running_many([key], service.done_values(now, output)) != 1
-        ):
-            raise _Recheck("a success lost its compare-and-set under the lock")
-    if won:
-        await group.finish_attempts([key for key, _ in won], AttemptOutcome.SUCCEEDED, now, None)
-    return mine
+    plain = [key for key, output in items if output is None]
+    won: list[AttemptKey] = []
+    if plain:
+        changed = await group.update_running_many(plain, service.done_values(now, None))
+        won = plain if changed == len(plain) else await group.finished_at(plain, now)
+    for key, output in items:
+        if output is not None and await group.update_running_many([key], service.done_values(now, output)):
+            won.append(key)
+    if won and await group.finish_attempts(won, AttemptOutcome.SUCCEEDED, now, None) != len(won):
+        raise _Recheck("an attempt row did not match its job")
+    return {key.job_id for key in won}
 
 
 # ---- together, or else one by one ----------------------------------------------------------------------

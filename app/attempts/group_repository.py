@@ -43,9 +43,12 @@ def _lock_jobs(n: int) -> Select[Any]:
 
 
 @cache
-def _lock_running(n: int) -> Select[Any]:
-    return (
-        select(job.id, job.status, job.attempt, job.replay_count).where(_ids_in(job.id, n)).with_for_update()
+def _finished_at(n: int) -> Select[Any]:
+    return select(job.id).where(
+        _ids_in(job.id, n),
+        _guards_in((job.id, job.attempt, job.replay_count), n),
+        job.status == JobStatus.DONE.value,
+        job.finished_at == bindparam("p_now"),
     )
 
 
@@ -130,23 +133,12 @@ class GroupRepository:
         """One multi-row INSERT; `rows`: every column but the id (`service.new_attempt`)."""
         await self.statements.insert_many(ATTEMPTS_INSERT, rows)
 
-    async def lock_running(self, keys: list[AttemptKey]) -> set[str]:
-        """Which of `keys` are still their job's running attempt, with those rows locked until the end of
-        the transaction."""
-        ids = [key.job_id for key in keys]
-        rows = (await self.statements.execute(_lock_running(len(ids)), _sized_params(ids))).rows
-        current = {row["id"]: row for row in rows}
-        mine: set[str] = set()
-        for key in keys:
-            row = current.get(key.job_id)
-            if (
-                row is not None
-                and row["status"] == JobStatus.RUNNING
-                and row["attempt"] == key.attempt
-                and row["replay_count"] == key.replay
-            ):
-                mine.add(key.job_id)
-        return mine
+    async def finished_at(self, keys: list[AttemptKey], now: datetime) -> list[AttemptKey]:
+        """Which of `keys` this transaction just moved to done (their job is done at that attempt, finished
+        at `now`): the winners of a batch whose compare-and-set count came short."""
+        params = {**_key_guards(keys), "p_now": now}
+        done = {row["id"] for row in (await self.statements.execute(_finished_at(len(keys)), params)).rows}
+        return [key for key in keys if key.job_id in done]
 
     async def update_running_many(self, keys: list[AttemptKey], values: dict[str, Any]) -> int:
         """`AttemptRepository.update_running` for several attempts at once (same values), each guarded by its

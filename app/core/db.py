@@ -6,12 +6,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event, text
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential
@@ -23,9 +24,15 @@ _engine: AsyncEngine | None = None
 _sessionmaker: async_sessionmaker[AsyncSession] | None = None
 
 
+# A pooled connection that sat idle this long is pinged before it is handed out (a restarted or timed-out
+# server's connections are replaced there); one in use a moment ago is not: pinging every checkout cost a
+# round trip per transaction, and a connection that breaks anyway fails its statement as an outage, retried.
+PING_AFTER_IDLE_S = 1.0
+
+
 def create_engine(settings: Settings, process_name: str = "app") -> AsyncEngine:
     url = settings.database_url.get_secret_value()
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"timeout": 30}
     else:
@@ -42,7 +49,31 @@ def create_engine(settings: Settings, process_name: str = "app") -> AsyncEngine:
     engine = create_async_engine(url, **kwargs)
     if url.startswith("sqlite"):
         _install_sqlite_pragmas(engine)
+    else:
+        _install_idle_ping(engine)
     return engine
+
+
+def _install_idle_ping(engine: AsyncEngine) -> None:
+    """`pool_pre_ping`, for connections idle `PING_AFTER_IDLE_S` or more (SQLAlchemy's pool events)."""
+    pool, dialect = engine.sync_engine.pool, engine.dialect
+
+    @event.listens_for(pool, "checkin")
+    def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
+        if record is not None:
+            record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(pool, "checkout")
+    def _on_checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return  # new, or in use a moment ago
+        try:
+            alive = dialect.do_ping(dbapi_conn)
+        except Exception as exc:
+            raise DisconnectionError("the pooled connection did not answer a ping") from exc
+        if not alive:
+            raise DisconnectionError("the pooled connection did not answer a ping")
 
 
 def _install_sqlite_pragmas(engine: AsyncEngine) -> None:
@@ -101,8 +132,9 @@ async def ping() -> None:
         await session.execute(text("SELECT 1"))
 
 
-# MySQL client/server codes that mean "cannot talk to the database right now".
-OUTAGE_CODES = frozenset({1040, 1053, 1205, 1213, 2002, 2003, 2005, 2006, 2013, 2055})
+# MySQL client/server codes that mean "cannot talk to the database right now" (1927: MariaDB killed this
+# connection, e.g. while shutting down).
+OUTAGE_CODES = frozenset({1040, 1053, 1205, 1213, 1927, 2002, 2003, 2005, 2006, 2013, 2055})
 
 
 def is_db_outage(exc: BaseException) -> bool:

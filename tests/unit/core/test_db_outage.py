@@ -13,7 +13,7 @@ def error(cls: type[Exception], code: int | None, message: str) -> Exception:
 
 
 def test_lost_or_refused_connections_are_outages() -> None:
-    for code in (2003, 2006, 2013, 1040):
+    for code in (2003, 2006, 2013, 1040, 1927):
         assert is_db_outage(error(OperationalError, code, "gone"))
     assert is_db_outage(ConnectionRefusedError())
 
