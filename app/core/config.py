@@ -83,6 +83,8 @@ class Settings(BaseSettings):
     # 1 turns group commit off.
     worker_group_commit_max_jobs: int = Field(64, ge=1, le=1000)
     worker_shutdown_grace_s: float = Field(30.0, ge=0)
+    # Concurrent single submits of one API process share one transaction and one enqueue; 1 turns it off.
+    api_group_commit_max_jobs: int = Field(64, ge=1, le=1000)
     # Fair share (app.fairshare): running jobs allowed per report type (JSON {"type": n}, over what the type
     # declares; `reportctl types set-cap` overrides both) and per tenant (0: no cap; per-tenant overrides
     # with `reportctl tenants set-cap`).

@@ -28,12 +28,14 @@ from app.core.errors import (
     RateLimited,
     ValidationFailed,
 )
+from app.core.lanes import Wait
 from app.core.states import REPLAYABLE, TERMINAL, AttemptKey, JobStatus
 from app.core.storage import StoredOutput, get_output_store
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
 from app.fairshare.service import lane_of, waiting_document
+from app.jobs import group_submit
 from app.jobs.building import JobSpec, blocked_row, submit_row
 from app.jobs.effects import NO_EFFECTS, stage_terminal_effects, wake_next_in_order
 from app.jobs.repository import JobFilter, JobRepository
@@ -181,12 +183,10 @@ async def _submit(tenant: str, req: SubmitRequest, idempotency_key: str | None) 
             raise rate_limited(tenant, per_minute, retry_after_s)
     job = new_job_row(tenant, req, checked, idempotency_key, fingerprint, now)
     try:
-        async with session_scope() as session:
-            jobs = JobRepository(session)
-            # Known from the first answer on: the predecessor this job waits for (workers keep it up).
-            if job.ordering_key and (blocker := await jobs.ordering_blocker(job)):
-                job = blocked_row(job, blocker)
-            await jobs.add_job(job)
+        if job.ordering_key:
+            job, wait = await _insert_ordered(job)
+        else:  # shares a transaction and an enqueue with the submits arriving together
+            wait = await group_submit.insert_and_enqueue(job, run_message(job))
     except IntegrityError:
         # Another request with this key won the race: answer its job (or 409 for a different body).
         if not idempotency_key or not (existing := await by_idempotency_keys(tenant, [idempotency_key])):
@@ -194,8 +194,19 @@ async def _submit(tenant: str, req: SubmitRequest, idempotency_key: str | None) 
         assert fingerprint is not None
         return existing_answer(existing[idempotency_key], fingerprint)
     metrics.count_submitted(job)
-    _, wait = await queue.enqueue_explained(run_message(job))
     return SubmitResult(job, created=True, waiting_for=waiting_document(wait))
+
+
+async def _insert_ordered(job: ReportJob) -> tuple[ReportJob, Wait | None]:
+    """A job with an ordering key, alone: known from the first answer on, the predecessor it waits for
+    (workers keep it up)."""
+    async with session_scope() as session:
+        jobs = JobRepository(session)
+        if blocker := await jobs.ordering_blocker(job):
+            job = blocked_row(job, blocker)
+        await jobs.add_job(job)
+    _, wait = await queue.enqueue_explained(run_message(job))
+    return job, wait
 
 
 async def get_job(job_id: str, scope: TenantScope) -> ReportJob:
