@@ -14,6 +14,7 @@ from typing import Any
 from app.core import metrics, queue, tracing
 from app.core.config import get_settings
 from app.core.db import dispose_engine
+from app.core.heap import freeze_startup_heap
 from app.core.logs import setup_logging
 from app.fleet.schemas import ProcessKind
 from app.reports.registry import registry
@@ -40,6 +41,7 @@ async def on_startup(ctx: dict[str, Any]) -> None:
     ctx["worker_name"] = worker_name()
     # Enqueues made while running a job (retries, dead letters, callbacks) go through arq's own pool.
     queue.set_pool(ctx["redis"])
+    freeze_startup_heap()
 
 
 async def on_shutdown(ctx: dict[str, Any]) -> None:

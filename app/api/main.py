@@ -25,6 +25,7 @@ from app.console import web as console_web
 from app.core import queue
 from app.core.config import get_settings
 from app.core.db import dispose_engine, get_engine
+from app.core.heap import freeze_startup_heap
 from app.core.logs import setup_logging
 from app.dead_letters import routes as dead_letters_routes
 from app.fairshare import routes as fairshare_routes
@@ -46,6 +47,7 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
     setup_logging("api")
     registry.load(settings.enable_demo_reports, settings.report_modules)
     get_engine()
+    freeze_startup_heap()
     try:
         yield
     finally:

@@ -48,10 +48,14 @@ def setup_logging(process: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
-    # uvicorn gives its loggers handlers of their own (plain text even in JSON mode): route them through ours.
+    # uvicorn gives its loggers handlers of their own (plain text even in JSON mode): route them through ours,
+    # except an access log that `--no-access-log` turned off (no handlers, not propagating): it stays off.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "arq"):
-        logging.getLogger(name).handlers.clear()
-        logging.getLogger(name).propagate = True
+        logger = logging.getLogger(name)
+        if name == "uvicorn.access" and not logger.handlers and not logger.propagate:
+            continue
+        logger.handlers.clear()
+        logger.propagate = True
     # httpx logs every request URL at INFO; webhook URLs carry tokens (DingTalk's access_token).
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)

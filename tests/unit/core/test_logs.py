@@ -37,3 +37,21 @@ def test_debug_shows_arq_per_job_lines(monkeypatch: pytest.MonkeyPatch, restored
     get_settings.cache_clear()
     setup_logging("worker")
     assert logging.getLogger("arq.worker").isEnabledFor(logging.INFO)
+
+
+@pytest.mark.parametrize("access_log", [True, False])
+def test_uvicorns_access_log_goes_through_ours_unless_no_access_log_turned_it_off(
+    access_log: bool, restored: None
+) -> None:
+    import uvicorn
+
+    access = logging.getLogger("uvicorn.access")
+    saved = (access.handlers[:], access.propagate)
+    try:
+        uvicorn.Config("app.main:app", access_log=access_log).configure_logging()
+        setup_logging("api")
+        assert access.handlers == []
+        assert access.propagate is access_log  # through the root's JSON handler, or nowhere
+        assert access.hasHandlers() is access_log  # what uvicorn checks before building each line
+    finally:
+        access.handlers[:], access.propagate = saved
