@@ -48,11 +48,13 @@ class Compiled:
 
     def parameters(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
         """The positional parameters for `values` (literals in the statement filled in, types applied)."""
-        merged = cast(dict[str, Any], self._compiled.construct_params(dict(values)))
-        return tuple(
-            value if proc is None else proc(value)
-            for proc, value in zip(self.binds, (merged[name] for name in self.names), strict=True)
-        )
+        try:  # every placeholder is a value given (an INSERT's columns): no need to merge in literals
+            given = [values[name] for name in self.names]
+        except KeyError:
+            merged = cast(dict[str, Any], self._compiled.construct_params(dict(values)))
+            given = [merged[name] for name in self.names]
+        processed = zip(self.binds, given, strict=True)
+        return tuple(value if proc is None else proc(value) for proc, value in processed)
 
     def row(self, raw: Sequence[Any]) -> dict[str, Any]:
         """A fetched row as {column key: value}, converted by each column's type."""

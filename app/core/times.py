@@ -14,4 +14,4 @@ def utcnow() -> datetime:
 
 def stamp(value: datetime) -> str:
     """`2026-11-22T12:00:30.000000Z`: UTC with microseconds, as the API documents."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

@@ -13,12 +13,11 @@ from sqlalchemy.exc import IntegrityError
 
 from app.core import metrics, queue, tracing
 from app.core.config import get_settings
-from app.core.db import session_scope
 from app.core.errors import IdempotencyConflict, OrchestratorError, ValidationFailed
 from app.core.ids import new_id
 from app.core.times import utcnow
 from app.fairshare.service import waiting_document
-from app.jobs.repository import JobRepository
+from app.jobs.repository import insert_jobs
 from app.jobs.service import (
     SubmitRequest,
     SubmitResult,
@@ -151,8 +150,7 @@ async def _insert(
         ]
         ordered = sorted(rows, key=lambda pair: (pair[0].key is not None, pair[0].key or ""))
         try:
-            async with session_scope() as session:
-                await JobRepository(session).add_jobs([row for _, row in ordered])
+            await insert_jobs([row for _, row in ordered])
             return rows
         except IntegrityError:
             keys = [item.key for item in items if item.key]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from app.core import tracing
@@ -46,7 +47,21 @@ def submit_row(spec: JobSpec, now: datetime, job_id: str | None = None) -> Repor
     """`build_job` at a fifth of its CPU, without the ORM's per-attribute bookkeeping: the row of a submit,
     inserted with a Core statement and read as a document. It is read-only: never set or add it to a
     session. `job_id` is given by a batch, whose ids follow its items' order."""
-    return ReportJob.model_construct(**job_values(spec, now, job_id))
+    return ReportJob.model_construct(**{**_static_defaults(), **job_values(spec, now, job_id)})
+
+
+@cache
+def _static_defaults() -> dict[str, Any]:
+    """The columns a new row leaves at their (immutable) default: given up front, `model_construct` does not
+    look each default up again (that was most of a bulk submit's CPU per job)."""
+    return {
+        name: field.default
+        for name, field in ReportJob.model_fields.items()
+        if not field.is_required() and field.default_factory is None and isinstance(field.default, IMMUTABLE)
+    }
+
+
+IMMUTABLE = (type(None), bool, int, float, str, datetime)
 
 
 def blocked_row(row: ReportJob, blocker: str) -> ReportJob:

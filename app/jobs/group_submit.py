@@ -12,10 +12,10 @@ from functools import cache
 
 from app.core import queue
 from app.core.config import get_settings
-from app.core.db import is_db_outage, is_lock_conflict, session_scope
+from app.core.db import is_db_outage, is_lock_conflict
 from app.core.grouping import GroupCommit
 from app.core.lanes import Wait
-from app.jobs.repository import JobRepository
+from app.jobs.repository import insert_jobs
 from app.models import ReportJob
 
 NewJob = tuple[ReportJob, queue.RunMessage]
@@ -66,5 +66,4 @@ async def _flush(jobs: list[NewJob]) -> list[Wait | BaseException | None]:
 async def _insert(rows: list[ReportJob]) -> None:
     # Rows in Idempotency-Key order: two API processes' batches lock shared keys in the same order.
     ordered = sorted(rows, key=lambda row: (row.idempotency_key is not None, row.idempotency_key or ""))
-    async with session_scope() as session:
-        await JobRepository(session).add_jobs(ordered)
+    await insert_jobs(ordered)

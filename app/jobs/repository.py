@@ -13,6 +13,8 @@ from datetime import datetime
 from sqlalchemy import and_, func, insert, or_, select
 from sqlalchemy.sql import ColumnElement
 
+from app.core.db import session_scope
+from app.core.driver import driver_path_enabled, driver_transaction
 from app.core.repository import Repository, table_of
 from app.core.states import REPLAYABLE, WAITING, AttemptKey, AttemptOutcome, JobStatus, values
 from app.core.tenancy import TenantScope
@@ -46,6 +48,19 @@ def _new_row_values(row: ReportJob) -> dict[str, object]:
     new row has complete, instead of through the ORM's attribute machinery."""
     held = vars(row)
     return {name: held[name] if name in held else getattr(row, name) for name in JOB_COLUMNS}
+
+
+async def insert_jobs(rows: Sequence[ReportJob]) -> None:
+    """New rows in one multi-row INSERT and a transaction of their own: on MySQL on the driver's connection
+    (`app.core.driver`: no per-row parameter processing by SQLAlchemy), else through a session."""
+    if not rows:
+        return
+    if driver_path_enabled():
+        async with driver_transaction() as tx:
+            await tx.insert_many(JOBS_INSERT, [_new_row_values(row) for row in rows])
+        return
+    async with session_scope() as session:
+        await JobRepository(session).add_jobs(rows)
 
 
 class JobRepository(Repository):
