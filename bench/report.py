@@ -227,7 +227,9 @@ def method_note(res: dict[str, Any]) -> str:
         note += (
             "Pickup: one job at a time on an idle system, each pause ending at a random point of the poll "
             "cycle; latency = the attempt's `started_at` − `time.time()` read immediately before the POST "
-            "/v1/jobs was sent (so the request, its commit and the enqueue count; raw arq: the function's "
+            "/v1/jobs was written (its bytes built beforehand, on an open keep-alive connection: no HTTP "
+            "client's own work counts), so the request, its commit and the enqueue count (raw arq: the "
+            "function's "
             "first line − `time.time()` immediately before `enqueue_job` was called). Both ends read the "
             "same machine's wall clock: the benchmark, the API and the workers run on one host. "
             "Idle CPU: the worker alone, 1 s after its last job. "
