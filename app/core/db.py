@@ -59,7 +59,7 @@ def create_engine(settings: Settings, process_name: str = "app") -> AsyncEngine:
 
 def _install_idle_ping(engine: AsyncEngine) -> None:
     """`pool_pre_ping`, for connections idle `PING_AFTER_IDLE_S` or more (SQLAlchemy's pool events)."""
-    pool, dialect = engine.sync_engine.pool, engine.dialect
+    pool = engine.sync_engine.pool
 
     @event.listens_for(pool, "checkin")
     def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
@@ -72,11 +72,10 @@ def _install_idle_ping(engine: AsyncEngine) -> None:
         if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
             return  # new, or in use a moment ago
         try:
-            alive = dialect.do_ping(dbapi_conn)
+            # The driver's own ping (`dialect.do_ping` first imports PyMySQL to see how PyMySQL pings).
+            dbapi_conn.ping(False)
         except Exception as exc:
             raise DisconnectionError("the pooled connection did not answer a ping") from exc
-        if not alive:
-            raise DisconnectionError("the pooled connection did not answer a ping")
 
 
 def _install_sqlite_pragmas(engine: AsyncEngine) -> None:
