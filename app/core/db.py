@@ -21,6 +21,7 @@ from app.core import tracing
 from app.core.config import Settings, get_settings
 
 _engine: AsyncEngine | None = None
+_autocommit_engine: AsyncEngine | None = None
 _sessionmaker: async_sessionmaker[AsyncSession] | None = None
 
 
@@ -30,21 +31,23 @@ _sessionmaker: async_sessionmaker[AsyncSession] | None = None
 PING_AFTER_IDLE_S = 1.0
 
 
-def create_engine(settings: Settings, process_name: str = "app") -> AsyncEngine:
+def create_engine(settings: Settings, process_name: str = "app", autocommit: bool = False) -> AsyncEngine:
+    """The process's engine; `autocommit`: a second, small one whose connections commit each statement by
+    itself (one round trip instead of the statement and a COMMIT; MySQL only, see `app.core.driver`)."""
     url = settings.database_url.get_secret_value()
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"timeout": 30}
     else:
         kwargs.update(
-            pool_size=settings.db_pool_size,
+            pool_size=2 if autocommit else settings.db_pool_size,
             max_overflow=settings.db_pool_size,
             pool_recycle=1800,
             # The most recently used connection first: a busy process keeps reusing the few it needs (warm,
             # never idle long enough to need the ping below); the rest idle, and are pinged when next used.
             pool_use_lifo=True,
             pool_timeout=10,
-            isolation_level="READ COMMITTED",
+            isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
             # session_scope() always ends its transaction: the pool's extra ROLLBACK round trip buys nothing.
             pool_reset_on_return=None,
             connect_args={"connect_timeout": 5},
@@ -103,6 +106,13 @@ def get_engine() -> AsyncEngine:
     return _engine
 
 
+def get_autocommit_engine() -> AsyncEngine:
+    global _autocommit_engine
+    if _autocommit_engine is None:
+        _autocommit_engine = create_engine(get_settings(), autocommit=True)
+    return _autocommit_engine
+
+
 def get_sessionmaker() -> async_sessionmaker[AsyncSession]:
     get_engine()
     assert _sessionmaker is not None
@@ -121,10 +131,11 @@ async def session_scope() -> AsyncIterator[AsyncSession]:
 
 
 async def dispose_engine() -> None:
-    global _engine, _sessionmaker
-    if _engine is not None:
-        await _engine.dispose()
-    _engine = None
+    global _engine, _autocommit_engine, _sessionmaker
+    for engine in (_engine, _autocommit_engine):
+        if engine is not None:
+            await engine.dispose()
+    _engine = _autocommit_engine = None
     _sessionmaker = None
 
 

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from app.core.db import get_engine
+from app.core.db import get_autocommit_engine, get_engine
 
 Processor = Callable[[Any], Any] | None
 
@@ -162,6 +162,23 @@ async def driver_transaction() -> AsyncIterator[DriverTransaction]:
                 raise tx.error("COMMIT", (), exc) from exc
         except BaseException as exc:
             await _roll_back(conn, driver, exc)
+            raise
+
+
+@asynccontextmanager
+async def driver_autocommit() -> AsyncIterator[DriverTransaction]:
+    """Statements on a pooled autocommit connection's driver: each commits by itself as it succeeds (for a
+    write that is one statement, such as a multi-row INSERT: one round trip instead of two)."""
+    engine = get_autocommit_engine()
+    async with engine.connect() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert driver is not None
+        try:
+            yield DriverTransaction(driver, engine.dialect)
+        except BaseException as exc:
+            lost = not isinstance(exc, Exception) or isinstance(exc, OSError)
+            if lost or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
+                await conn.invalidate()
             raise
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import and_, func, insert, or_, select
 from sqlalchemy.sql import ColumnElement
 
 from app.core.db import session_scope
-from app.core.driver import driver_path_enabled, driver_transaction
+from app.core.driver import driver_autocommit, driver_path_enabled
 from app.core.repository import Repository, table_of
 from app.core.states import REPLAYABLE, WAITING, AttemptKey, AttemptOutcome, JobStatus, values
 from app.core.tenancy import TenantScope
@@ -51,12 +51,13 @@ def _new_row_values(row: ReportJob) -> dict[str, object]:
 
 
 async def insert_jobs(rows: Sequence[ReportJob]) -> None:
-    """New rows in one multi-row INSERT and a transaction of their own: on MySQL on the driver's connection
-    (`app.core.driver`: no per-row parameter processing by SQLAlchemy), else through a session."""
+    """New rows in one multi-row INSERT and a transaction of their own: on MySQL the statement alone on an
+    autocommit connection's driver (`app.core.driver`: atomic, committed in the same round trip, no per-row
+    parameter processing by SQLAlchemy), else through a session."""
     if not rows:
         return
-    if driver_path_enabled():
-        async with driver_transaction() as tx:
+    if driver_path_enabled():  # one statement: committed by itself, no COMMIT round trip
+        async with driver_autocommit() as tx:
             await tx.insert_many(JOBS_INSERT, [_new_row_values(row) for row in rows])
         return
     async with session_scope() as session:

@@ -12,7 +12,7 @@ from sqlalchemy import Integer, bindparam, insert, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from app.core.db import is_db_outage, session_scope
-from app.core.driver import SessionStatements, driver_path_enabled, driver_transaction
+from app.core.driver import SessionStatements, driver_autocommit, driver_path_enabled, driver_transaction
 from app.core.repository import table_of
 from app.core.states import JobStatus
 from app.models import ReportJob
@@ -114,3 +114,15 @@ async def test_a_killed_connection_is_an_outage_and_the_next_transaction_gets_a_
         again = (await tx.execute(CONNECTION_ID, {})).rows[0]["id"]
         assert again != mine
         assert (await tx.execute(BY_ID, {"job_id": "d-1"})).rows == []
+
+
+async def test_an_autocommit_statement_is_committed_alone_and_a_failed_one_leaves_nothing(env: Any) -> None:
+    async with driver_autocommit() as tx:
+        await tx.insert_many(INSERT_JOB, [job_row("d-1")])
+        async with session_scope() as other:  # another connection sees it before the block ends
+            seen = (await SessionStatements(other).execute(BY_ID, {"job_id": "d-1"})).rows
+        assert [row["id"] for row in seen] == ["d-1"]
+        with pytest.raises(IntegrityError):
+            await tx.insert_many(INSERT_JOB, [job_row("d-2"), job_row("d-1")])
+    async with driver_transaction() as tx:  # the failed statement's first row went with it
+        assert (await tx.execute(BY_ID, {"job_id": "d-2"})).rows == []
