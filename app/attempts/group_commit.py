@@ -163,6 +163,9 @@ async def _decide_starts(
         if await group.start_many([(job, worker) for _, job, worker in winners], now) != len(winners):
             raise _Recheck("a start lost its compare-and-set under the lock")
         started = [(index, job, *service.new_attempt(job, now, worker)) for index, job, worker in winners]
+        # The batch's attempts share `now`: their rows go in job-id (submission) order, so attempts started
+        # in the same instant list oldest job first, whichever delivery reached the batch first.
+        started.sort(key=lambda start: start[1].id)
         await group.add_attempts([row for *_, row in started])
     return decisions, started, now
 

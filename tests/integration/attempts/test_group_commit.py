@@ -167,3 +167,19 @@ async def test_group_commit_max_jobs_1_flushes_every_job_alone(
     decisions = await start_all(await submit(client, auth, 5))
     assert all(isinstance(d, service.Started) for d in decisions)
     assert group_commit.group_stats()["start_flushes"] == 5
+
+
+async def test_attempts_started_in_one_batch_are_listed_in_submission_order(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
+    """Deliveries reach the batch in any order (each first waits for its own Redis round trip); the batch's
+    attempts share one `started_at`, so their rows go in job-id order: the oldest job is listed first."""
+    job_ids = await submit(client, auth, 6)
+    newest_first = list(reversed(job_ids))
+    assert all(isinstance(d, service.Started) for d in await start_all(newest_first))
+    assert group_commit.group_stats()["start_flushes"] == 1  # all six reach the batch before it flushes
+    async with session_scope() as session:
+        rows = await session.execute(text("SELECT job_id, started_at FROM job_attempts ORDER BY id"))
+        listed = [(job_id, started_at) for job_id, started_at in rows]
+    assert [job_id for job_id, _ in listed] == job_ids
+    assert len({started_at for _, started_at in listed}) == 1
