@@ -98,9 +98,7 @@ async def _start_together(items: list[StartItem]) -> list[Decision | BaseExcepti
     after it, in a session transaction of its own (its predecessor check is a query of the jobs domain)."""
     if not driver_path_enabled():
         async with session_scope() as session:
-            decided, started, now = await _decide_starts(
-                SessionStatements(session), JobRepository(session), items
-            )
+            decided, started, now = await _decide_starts(*_in_session(session), items)
         return _started(items, decided, started, now)
     async with driver_transaction() as tx:
         decided, started, now = await _decide_starts(tx, None, items)
@@ -109,9 +107,7 @@ async def _start_together(items: list[StartItem]) -> list[Decision | BaseExcepti
     if ordered:
         async with session_scope() as session:
             again = [items[index] for index in ordered]
-            decided, started, now = await _decide_starts(
-                SessionStatements(session), JobRepository(session), again
-            )
+            decided, started, now = await _decide_starts(*_in_session(session), again)
         for index, result in zip(ordered, _started(again, decided, started, now), strict=True):
             results[index] = result
     return results
@@ -200,10 +196,10 @@ async def _complete_together(items: list[DoneItem]) -> list[bool | BaseException
     staged = [item for item in items if not fast or item[0].has_effects]
     if plain:
         async with driver_transaction() as tx:
-            mine |= await _complete_in(tx, None, plain, now)
+            mine |= await _complete_in(tx, plain, now)
     if staged:
         async with session_scope() as session:
-            mine |= await _complete_in(SessionStatements(session), session, staged, now)
+            mine |= await _complete_in(SessionStatements(session), staged, now)
             for key, _ in staged:
                 if key.job_id in mine:
                     effects.append(await service.terminal_effects(session, key))
@@ -217,9 +213,7 @@ async def _complete_together(items: list[DoneItem]) -> list[bool | BaseException
     return [key.job_id in mine for key in keys]
 
 
-async def _complete_in(
-    statements: Statements, session: AsyncSession | None, items: list[DoneItem], now: datetime
-) -> set[str]:
+async def _complete_in(statements: Statements, items: list[DoneItem], now: datetime) -> set[str]:
     """Each still-running attempt's job to done in one compare-and-set UPDATE (one each for those with an
     output), then their attempt rows in one more; the ids that won. No locking read first: the UPDATE's
     count says whether every job won, and only when one lost (its attempt was declared lost meanwhile) are
