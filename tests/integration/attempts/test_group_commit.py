@@ -174,7 +174,7 @@ async def test_attempts_started_in_one_batch_are_listed_in_submission_order(
 ) -> None:
     """Deliveries reach the batch in any order (each first waits for its own Redis round trip); the batch's
     attempts share one `started_at`, so their rows go in job-id order: the oldest job is listed first."""
-    job_ids = await submit(client, auth, 6)
+    job_ids = sorted(await submit(client, auth, 6))  # ULIDs: in submission order
     newest_first = list(reversed(job_ids))
     assert all(isinstance(d, service.Started) for d in await start_all(newest_first))
     assert group_commit.group_stats()["start_flushes"] == 1  # all six reach the batch before it flushes
