@@ -151,8 +151,7 @@ async def driver_transaction() -> AsyncIterator[DriverTransaction]:
     raises; a connection whose state is unknown (a disconnect, a cancelled statement) is invalidated."""
     engine = get_engine()
     async with engine.connect() as conn:
-        driver = (await conn.get_raw_connection()).driver_connection
-        assert driver is not None
+        driver = await _driver_of(conn)
         tx = DriverTransaction(driver, engine.dialect)
         try:
             yield tx
@@ -171,22 +170,30 @@ async def driver_autocommit() -> AsyncIterator[DriverTransaction]:
     write that is one statement, such as a multi-row INSERT: one round trip instead of two)."""
     engine = get_autocommit_engine()
     async with engine.connect() as conn:
-        driver = (await conn.get_raw_connection()).driver_connection
-        assert driver is not None
+        driver = await _driver_of(conn)
         try:
             yield DriverTransaction(driver, engine.dialect)
         except BaseException as exc:
-            lost = not isinstance(exc, Exception) or isinstance(exc, OSError)
-            if lost or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
+            if _state_unknown(exc):
                 await conn.invalidate()
             raise
 
 
+async def _driver_of(conn: AsyncConnection) -> Any:
+    driver = (await conn.get_raw_connection()).driver_connection
+    assert driver is not None
+    return driver
+
+
+def _state_unknown(exc: BaseException) -> bool:
+    """The connection may be mid-protocol or gone: cancelled, a socket error, or a disconnect."""
+    if not isinstance(exc, Exception) or isinstance(exc, OSError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
 async def _roll_back(conn: AsyncConnection, driver: Any, exc: BaseException) -> None:
-    lost = not isinstance(exc, Exception) or isinstance(exc, OSError)
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        lost = True
-    if not lost:
+    if not _state_unknown(exc):
         try:
             await driver.rollback()
             return
