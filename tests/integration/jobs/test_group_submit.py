@@ -8,11 +8,17 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 import redis
 
 from app.core.config import get_settings
+from app.core.db import session_scope
+from app.core.tenancy import EVERY_TENANT
 from app.jobs import group_submit
+from app.jobs import service as jobs
+from app.jobs.repository import JobFilter, JobRepository
 from tests.utils.jobs import get_job
+from tests.utils.polling import eventually
 
 BODY = {"report_type": "demo.csv", "params": {"rows": 1}}
 
@@ -56,3 +62,28 @@ async def test_a_key_taken_inside_a_shared_batch_answers_its_job_and_the_neighbo
     created = {r.json()["id"] for r in responses}
     assert len(created) == 7
     assert await queued(env) == created
+
+
+async def test_a_request_cancelled_while_its_batch_commits_leaves_its_job_committed_and_queued(
+    env: Any,
+) -> None:
+    """The client hangs up (the request task is cancelled) once its job is in a flush: the flush still
+    commits the row and enqueues it, so nothing committed is left for reconciliation to find."""
+    request = jobs.SubmitRequest(report_type="demo.csv", params={"rows": 1})
+    task = asyncio.ensure_future(jobs.submit("acme", request))
+    # One loop step at a time, so the request is cancelled while its flush is still writing.
+    while group_submit.group_stats()["jobs"] == 0:  # noqa: ASYNC110
+        await asyncio.sleep(0)
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    async def committed_and_queued() -> bool:
+        async with session_scope() as session:
+            ids = [
+                row.id for row in await JobRepository(session).list_jobs(JobFilter(EVERY_TENANT), None, 10)
+            ]
+        return len(ids) == 1 and await queued(env) == set(ids)
+
+    await eventually(committed_and_queued, 10, "the cancelled request's job committed and queued")
