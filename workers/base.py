@@ -22,7 +22,7 @@ from app.core.grouping import GroupCommit
 from app.fairshare.service import rebuild_dispatch
 from app.fleet.schemas import ProcessKind
 from app.fleet.service import Presence
-from workers import claiming
+from workers import claiming, running
 
 log = logging.getLogger(__name__)
 
@@ -170,9 +170,9 @@ class OrchestratorWorker(Worker):
             await self.claim_and_start()
 
     async def claim_and_start(self) -> None:
-        """arq's poll iteration with one script instead of a ZRANGEBYSCORE plus four round trips per job id:
-        claim what the free slots can take (the lanes decide which: app.core.lanes), start it, reap finished
-        tasks, beat arq's health check."""
+        """arq's poll iteration with one script instead of a ZRANGEBYSCORE plus five round trips per job id:
+        claim what the free slots can take (the lanes decide which: app.core.lanes) with what each job needs
+        to start, start it, reap finished tasks, beat arq's health check."""
         slots = self.max_jobs - self.job_counter
         if self.burst and self.max_burst_jobs >= 0:
             slots = min(slots, self.max_burst_jobs - self._jobs_started())
@@ -182,12 +182,13 @@ class OrchestratorWorker(Worker):
             next_due_ms = claimed.next_due_ms
             if claimed.jobs and log.isEnabledFor(logging.DEBUG):
                 log.debug("claimed jobs", extra={"claimed": len(claimed.jobs), "free_slots": slots})
-            for job_id, score in claimed.jobs:
+            for job in claimed.jobs:
                 await self.sem.acquire()  # never waits: no more were claimed than there are free slots
                 self.job_counter += 1
-                task = self.loop.create_task(self.run_job(job_id, score))
+                # Not arq's run_job: the claim read what its first round trip reads (workers/running.py)
+                task = self.loop.create_task(running.run_claimed(self, job))
                 task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
-                self.tasks[job_id] = task
+                self.tasks[job.job_id] = task
         if self.allow_abort_jobs:
             await self._cancel_aborted_jobs()
         for job_id, task in list(self.tasks.items()):
@@ -211,10 +212,16 @@ class OrchestratorWorker(Worker):
                 self.queue_read_limit,
                 slots,
                 int(self.in_progress_timeout_s * 1000),
+                self.allow_abort_jobs,
             )
         for _ in range(2):
             claimed = await claiming.claim(
-                self.scripts(), self.queue_name, timestamp_ms(), slots, int(self.in_progress_timeout_s * 1000)
+                self.scripts(),
+                self.queue_name,
+                timestamp_ms(),
+                slots,
+                int(self.in_progress_timeout_s * 1000),
+                self.allow_abort_jobs,
             )
             if not claimed.rebuild:
                 return claimed

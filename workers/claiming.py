@@ -1,6 +1,6 @@
 """The worker's Redis round trips, batched: one script claims every due job a poll can take, picked from the
-dispatch lanes (app.core.lanes: priority, fair share, caps, pauses); one script records the jobs that
-finished together and frees their slots.
+dispatch lanes (app.core.lanes: priority, fair share, caps, pauses), and reads what arq's run_job would
+read for each; one script records the jobs that finished together and frees their slots.
 
 Keys and semantics are arq's own (arq.constants): a claimed job gets arq's in-progress key with arq's
 timeout, a finished one loses its job, retry and in-progress keys and leaves the queue, as in arq.
@@ -12,50 +12,57 @@ from dataclasses import dataclass
 from typing import Any
 
 from arq.connections import ArqRedis
-from arq.constants import in_progress_key_prefix
 from redis.commands.core import AsyncScript
 
-from app.core import lanes
+from app.core import lanes, lanes_lua
 from app.core.queue import WAKE_CHANNEL
+from workers.running import Claimed
 
 # The dead-letter consumer's queue has no lanes: it is claimed in time order, as arq does.
-# KEYS[1] the queue; ARGV: now (ms), how many queue entries to look at, free slots, the in-progress key
-# prefix, the in-progress timeout (ms). Returns the claimed (id, score) pairs and the queue's head with its
-# score, for the wake-up timer. Like arq's WATCH/MULTI, a job whose in-progress key exists is skipped.
-QUEUE_CLAIM_LUA = """
+# KEYS[1] the queue; ARGV: now (ms), how many queue entries to look at, free slots, the in-progress timeout
+# (ms), '1' to take abort requests. Returns the claimed messages (CLAIMED_FIELDS values each) and the queue's
+# head with its score, for the wake-up timer. Like arq's WATCH/MULTI, a job whose in-progress key exists is
+# skipped.
+QUEUE_CLAIM_LUA = (
+    lanes_lua.CLAIMED_MESSAGE_LUA
+    + """
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
 local slots = tonumber(ARGV[3])
 local claimed = {}
 for i = 1, #due, 2 do
-  if #claimed >= 2 * slots then break end
-  local key = ARGV[4] .. due[i]
+  if #claimed >= CLAIMED_FIELDS * slots then break end
+  local key = 'arq:in-progress:' .. due[i]
   if redis.call('EXISTS', key) == 0 then
-    redis.call('PSETEX', key, ARGV[5], '1')
-    claimed[#claimed + 1] = due[i]
-    claimed[#claimed + 1] = due[i + 1]
+    redis.call('PSETEX', key, ARGV[4], '1')
+    claimed_message(claimed, due[i], due[i + 1], ARGV[5] == '1')
   end
 end
 return {claimed, redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')}
 """
+)
 
 
 @dataclass(frozen=True)
 class Claim:
-    jobs: list[tuple[str, int]]  # (arq job id, score in ms)
+    jobs: list[Claimed]
     next_due_ms: float | None  # the earliest future due time of a lane the claim looked at
     rebuild: bool = False  # the dispatch state is gone (a flush): rebuild it from MySQL, then claim
 
 
 async def claim(
-    scripts: lanes.Scripts, queue_name: str, now_ms: int, slots: int, in_progress_ms: int
+    scripts: lanes.Scripts,
+    queue_name: str,
+    now_ms: int,
+    slots: int,
+    in_progress_ms: int,
+    aborts: bool = False,
 ) -> Claim:
-    result = await scripts.claim(keys=[queue_name], args=[now_ms, slots, in_progress_ms])
+    result = await scripts.claim(keys=[queue_name], args=[now_ms, slots, in_progress_ms, int(aborts)])
     if result and result[0] == b"rebuild":
         return Claim([], None, rebuild=True)
     claimed, next_due = result
-    jobs = [(claimed[i].decode(), int(float(claimed[i + 1]))) for i in range(0, len(claimed), 2)]
     due = float(next_due)
-    return Claim(jobs, due if due >= 0 else None)
+    return Claim(_messages(claimed), due if due >= 0 else None)
 
 
 def queue_claim_script(pool: ArqRedis) -> AsyncScript:
@@ -63,14 +70,33 @@ def queue_claim_script(pool: ArqRedis) -> AsyncScript:
 
 
 async def claim_in_time_order(
-    script: AsyncScript, queue_name: str, now_ms: int, read_limit: int, slots: int, in_progress_ms: int
+    script: AsyncScript,
+    queue_name: str,
+    now_ms: int,
+    read_limit: int,
+    slots: int,
+    in_progress_ms: int,
+    aborts: bool = False,
 ) -> Claim:
-    claimed, head = await script(
-        keys=[queue_name], args=[now_ms, read_limit, slots, in_progress_key_prefix, in_progress_ms]
-    )
-    jobs = [(claimed[i].decode(), int(float(claimed[i + 1]))) for i in range(0, len(claimed), 2)]
+    args = [now_ms, read_limit, slots, in_progress_ms, int(aborts)]
+    claimed, head = await script(keys=[queue_name], args=args)
     head_ms = float(head[1]) if head else None
-    return Claim(jobs, head_ms if head_ms is not None and head_ms > now_ms else None)
+    return Claim(_messages(claimed), head_ms if head_ms is not None and head_ms > now_ms else None)
+
+
+def _messages(flat: list[Any]) -> list[Claimed]:
+    """The claim scripts' flat answer (lanes_lua.CLAIMED_MESSAGE_LUA), one `Claimed` a message."""
+    step = lanes_lua.CLAIMED_FIELDS
+    return [
+        Claimed(
+            job_id=flat[i].decode(),
+            score=int(float(flat[i + 1])),
+            payload=flat[i + 2] or None,
+            job_try=int(flat[i + 3]),
+            aborted=flat[i + 4] == 1,
+        )
+        for i in range(0, len(flat), step)
+    ]
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,26 @@ library of shared functions and each script's body. Keys and their meaning: app/
 
 from __future__ import annotations
 
+# What every claim script hands back for a claimed message, so the worker starts it without arq's own round
+# trip for it (workers/running.py): its id, its score, its body ('' once expired), arq's try count (counted
+# here, as arq's run_job would) and whether an abort was asked for before it started (when `aborts`).
+CLAIMED_FIELDS = 5
+CLAIMED_MESSAGE_LUA = r"""
+local CLAIMED_FIELDS = 5
+local function claimed_message(out, arq_id, score, aborts)
+  local tries = 'arq:retry:' .. arq_id
+  local try = redis.call('incr', tries)
+  redis.call('expire', tries, 88400)
+  local aborted = 0
+  if aborts and redis.call('zrem', 'arq:abort', arq_id) == 1 then aborted = 1 end
+  out[#out + 1] = arq_id
+  out[#out + 1] = tostring(score)
+  out[#out + 1] = redis.call('get', 'arq:job:' .. arq_id) or ''
+  out[#out + 1] = try
+  out[#out + 1] = aborted
+end
+"""
+
 # Shared Lua: key names, joining a lane, dropping empty lanes, releasing a claim.
 _LIB = r"""
 local P = 'ro:d:'
@@ -139,13 +159,15 @@ return out
 """
 )
 
-# KEYS[1] the queue; ARGV: now (ms), free slots, in-progress timeout (ms). Returns {claimed (arq id, score)
-# pairs, the earliest future due time seen (ms, or -1)}, or {'rebuild'} while the state is not rebuilt.
+# KEYS[1] the queue; ARGV: now (ms), free slots, in-progress timeout (ms), '1' to take abort requests.
+# Returns {claimed, the earliest future due time seen (ms, or -1)}, or {'rebuild'} while the state is not
+# rebuilt; `claimed` holds CLAIMED_FIELDS values a message (see `claimed_message`).
 CLAIM_LUA = (
     _LIB
+    + CLAIMED_MESSAGE_LUA
     + r"""
 if redis.call('exists', P .. 'ready') == 0 then return {'rebuild'} end
-local now, slots, lease_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local now, slots, lease_ms, aborts = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 local function as_map(flat)
   local m = {}
   for i = 1, #flat, 2 do m[flat[i]] = tonumber(flat[i + 1]) end
@@ -204,7 +226,7 @@ local function pick()
   end
   return nil
 end
-while #claimed < 2 * slots do
+while #claimed < CLAIMED_FIELDS * slots do
   local p, t, r, arq_id, score = pick()
   if not p then break end
   redis.call('zrem', lane_key(p .. '\t' .. t .. '\t' .. r), arq_id)
@@ -227,8 +249,7 @@ while #claimed < 2 * slots do
     if redis.call('zscore', P .. 'tenants:' .. p, t) then
       redis.call('zincrby', P .. 'tenants:' .. p, 1 / (weight[t] or 1), t)
     end
-    claimed[#claimed + 1] = arq_id
-    claimed[#claimed + 1] = tostring(score)
+    claimed_message(claimed, arq_id, score, aborts)
   end
   -- else another worker holds it: its finish puts it back in its lane if it is to run again
 end

@@ -30,7 +30,7 @@ async def put(job_id: str, lane: Lane) -> None:
 async def claim(slots: int) -> list[str]:
     claimed = await claiming.claim(await scripts(), get_settings().queue_name, 2**42, slots, IN_PROGRESS_MS)
     assert not claimed.rebuild
-    return [arq_id.split(":")[0] for arq_id, _ in claimed.jobs]
+    return [job.job_id.split(":")[0] for job in claimed.jobs]
 
 
 async def finish(job_id: str, run_again_in_ms: int | None = None) -> None:

@@ -179,7 +179,7 @@ async def test_pending_job_whose_message_is_held_by_a_dead_worker_lease_still_ru
     scripts = lanes.Scripts(await get_pool())
     now_ms = int(time.time() * 1000)
     claimed = await claiming.claim(scripts, get_settings().queue_name, now_ms, 10, 600_000)  # then it dies
-    assert [arq_id for arq_id, _ in claimed.jobs] == [f"{job_id}:0"]
+    assert [job.job_id for job in claimed.jobs] == [f"{job_id}:0"]
     await asyncio.sleep(0.6)
     assert (await get_job(client, auth, job_id))["status"] == "pending"
     tick = await maintenance.run_tick(use_lease=False)
