@@ -17,11 +17,10 @@ from arq.jobs import SerializationError, deserialize_job_raw, serialize_result
 from arq.utils import args_to_string, ms_to_datetime, timestamp_ms, truncate
 from arq.worker import JobExecutionFailed, Retry, RetryJob, Worker, no_result
 
+from app.core.lanes_lua import RETRY_KEY_TTL_S
+
 # arq's own logger, so its lines (and their levels, app/core/logs.py) stay as arq writes them.
 log = logging.getLogger("arq.worker")
-
-# How long arq keeps a message's try count (arq.worker.Worker.run_job: 88400 s).
-RETRY_KEY_TTL_S = 88400
 
 
 @dataclass(frozen=True)

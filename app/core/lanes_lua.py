@@ -8,12 +8,14 @@ from __future__ import annotations
 # trip for it (workers/running.py): its id, its score, its body ('' once expired), arq's try count (counted
 # here, as arq's run_job would) and whether an abort was asked for before it started (when `aborts`).
 CLAIMED_FIELDS = 5
-CLAIMED_MESSAGE_LUA = r"""
-local CLAIMED_FIELDS = 5
+RETRY_KEY_TTL_S = 88400  # how long arq keeps a message's try count (arq.worker.Worker.run_job's own figure)
+CLAIMED_MESSAGE_LUA = (
+    f"local CLAIMED_FIELDS, RETRY_KEY_TTL_S = {CLAIMED_FIELDS}, {RETRY_KEY_TTL_S}\n"
+    + r"""
 local function claimed_message(out, arq_id, score, aborts)
   local tries = 'arq:retry:' .. arq_id
   local try = redis.call('incr', tries)
-  redis.call('expire', tries, 88400)
+  redis.call('expire', tries, RETRY_KEY_TTL_S)
   local aborted = 0
   if aborts and redis.call('zrem', 'arq:abort', arq_id) == 1 then aborted = 1 end
   out[#out + 1] = arq_id
@@ -23,6 +25,7 @@ local function claimed_message(out, arq_id, score, aborts)
   out[#out + 1] = aborted
 end
 """
+)
 
 # Shared Lua: key names, joining a lane, dropping empty lanes, releasing a claim.
 _LIB = r"""
