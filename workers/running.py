@@ -42,24 +42,29 @@ async def run_claimed(worker: Worker, job: Claimed) -> None:
     args: tuple[Any, ...] = ()
     kwargs: dict[Any, Any] = {}
 
+    ref: str | None = None  # arq's name for the job in its lines and results, once the function is known
+
+    def serialized(success: bool, result: Any, finished_ms: int | None = None) -> bytes | None:
+        """arq's result document, from what is known of the job so far."""
+        return serialize_result(
+            function_name,
+            args,
+            kwargs,
+            job_try,
+            enqueue_time_ms,
+            success,
+            result,
+            start_ms,
+            timestamp_ms() if finished_ms is None else finished_ms,
+            ref or f"{job_id}:{function_name}",
+            worker.queue_name,
+            job_id=job_id,
+            serializer=worker.job_serializer,
+        )
+
     async def job_failed(exc: BaseException) -> None:
         worker.jobs_failed += 1
-        result_data = serialize_result(
-            function=function_name,
-            args=args,
-            kwargs=kwargs,
-            job_try=job_try,
-            enqueue_time_ms=enqueue_time_ms,
-            success=False,
-            result=exc,
-            start_ms=start_ms,
-            finished_ms=timestamp_ms(),
-            ref=f"{job_id}:{function_name}",
-            serializer=worker.job_serializer,
-            queue_name=worker.queue_name,
-            job_id=job_id,
-        )
-        await asyncio.shield(worker.finish_failed_job(job_id, result_data))
+        await asyncio.shield(worker.finish_failed_job(job_id, serialized(False, exc)))
 
     if not job.payload:
         log.warning("job %s expired", job_id)
@@ -91,23 +96,7 @@ async def run_claimed(worker: Worker, job: Claimed) -> None:
     if job_try > max_tries:
         since_s = (timestamp_ms() - enqueue_time_ms) / 1000
         log.warning("%6.2fs ! %s max retries %d exceeded", since_s, ref, max_tries)
-        worker.jobs_failed += 1
-        result_data = serialize_result(
-            function_name,
-            args,
-            kwargs,
-            job_try,
-            enqueue_time_ms,
-            False,
-            JobExecutionFailed(f"max {max_tries} retries exceeded"),
-            start_ms,
-            timestamp_ms(),
-            ref,
-            worker.queue_name,
-            job_id=job_id,
-            serializer=worker.job_serializer,
-        )
-        return await asyncio.shield(worker.finish_failed_job(job_id, result_data))
+        return await job_failed(JobExecutionFailed(f"max {max_tries} retries exceeded"))
 
     result: Any = no_result
     finish = False
@@ -173,21 +162,7 @@ async def run_claimed(worker: Worker, job: Claimed) -> None:
     result_timeout_s = worker.keep_result_s if function.keep_result_s is None else function.keep_result_s
     result_data = None
     if result is not no_result and (keep_result_forever or result_timeout_s > 0):
-        result_data = serialize_result(
-            function_name,
-            args,
-            kwargs,
-            job_try,
-            enqueue_time_ms,
-            success,
-            result,
-            start_ms,
-            finished_ms,
-            ref,
-            worker.queue_name,
-            job_id=job_id,
-            serializer=worker.job_serializer,
-        )
+        result_data = serialized(success, result, finished_ms)
     if worker.on_job_end:
         await worker.on_job_end(ctx)
     await asyncio.shield(
