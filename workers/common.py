@@ -11,7 +11,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from app.core import metrics, queue, tracing
+from app.core import failpoints, metrics, queue, tracing
 from app.core.config import get_settings
 from app.core.db import dispose_engine
 from app.core.heap import freeze_startup_heap
@@ -56,6 +56,7 @@ def run_worker(process: str, kind: ProcessKind, options: Callable[[], dict[str, 
     Logging comes first so loading the registry and arq's "Starting worker" line already use it.
     """
     setup_logging(process)
+    failpoints.arm_from_environment()  # none unless a test or the soak names some
     tracing.setup_tracing(f"report-orchestrator-{process}")  # off unless the OTEL_* environment asks
     port = get_settings().metrics_port
     metrics.serve(port)

@@ -14,7 +14,7 @@ import signal
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from app.core import metrics, queue, tracing
+from app.core import failpoints, metrics, queue, tracing
 from app.core.config import get_settings
 from app.core.db import dispose_engine
 from app.core.logs import setup_logging
@@ -67,6 +67,7 @@ async def fire_loop(stop: asyncio.Event) -> None:
 
 async def main() -> None:
     setup_logging("scheduler")
+    failpoints.arm_from_environment()  # none unless a test or the soak names some
     tracing.setup_tracing("report-orchestrator-scheduler")
     settings = get_settings()
     load_registry()  # schedule fires take their report type's attempt and timeout defaults

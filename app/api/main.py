@@ -22,7 +22,7 @@ from app.console import letter_routes as console_letter_routes
 from app.console import routes as console_routes
 from app.console import schedule_routes as console_schedule_routes
 from app.console import web as console_web
-from app.core import queue
+from app.core import failpoints, queue
 from app.core.config import get_settings
 from app.core.db import dispose_engine, get_engine
 from app.core.heap import freeze_startup_heap
@@ -45,6 +45,7 @@ Authenticate with `Authorization: Bearer <api key>` (create one with `reportctl 
 async def lifespan(_: FastAPI) -> AsyncIterator[None]:
     settings = get_settings()
     setup_logging("api")
+    failpoints.arm_from_environment()  # none unless a test or the soak names some
     registry.load(settings.enable_demo_reports, settings.report_modules)
     get_engine()
     freeze_startup_heap()
