@@ -64,7 +64,7 @@ class ReportJob(SQLModel, table=True):
         sa.Index("ix_report_jobs_status_next", "status", "next_attempt_at"),
         sa.Index("ix_report_jobs_status_heartbeat", "status", "heartbeat_at"),
         sa.Index("ix_report_jobs_status_finished", "status", "finished_at"),
-        sa.Index("ix_report_jobs_ordering", "tenant", "ordering_key", "created_at"),
+        sa.Index("ix_report_jobs_ordering", "tenant", "ordering_key", "ordering_seq"),
     )
 
     id: str = Field(primary_key=True, max_length=26)
@@ -78,6 +78,9 @@ class ReportJob(SQLModel, table=True):
     next_attempt_at: datetime | None = _ts()
     run_at: datetime | None = _ts()
     ordering_key: str | None = Field(default=None, max_length=200)
+    # The job's place on its ordering key: taken from `OrderingSequence` in the transaction that inserts the
+    # job, under that row's lock, so a lower number always committed first (commit order, not a clock).
+    ordering_seq: int | None = Field(default=None, sa_type=sa.BigInteger)
     # 0-9, higher first (app.fairshare); kept by retries and replays.
     priority: int = Field(default=5, sa_type=sa.SmallInteger, nullable=False)
     # What a dead predecessor (same ordering_key, submitted earlier) means for this job: "wait" or "continue".
@@ -115,6 +118,16 @@ class ReportJob(SQLModel, table=True):
     started_at: datetime | None = _ts()
     finished_at: datetime | None = _ts()
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class OrderingSequence(SQLModel, table=True):
+    """The last place handed out on a (tenant, ordering key): the row a keyed insert locks and bumps."""
+
+    __tablename__ = "ordering_sequences"
+
+    tenant: str = Field(primary_key=True, max_length=64)
+    ordering_key: str = Field(primary_key=True, max_length=200)
+    last_seq: int = Field(sa_type=sa.BigInteger, nullable=False)
 
 
 class JobAttempt(SQLModel, table=True):
@@ -308,6 +321,8 @@ class Schedule(SQLModel, table=True):
     next_fire_at: datetime | None = _ts()
     last_fire_at: datetime | None = _ts()
     last_job_id: str | None = Field(default=None, max_length=26)
+    # Bumped by each change made through the API (patch, pause, resume), which compare-and-sets on it.
+    version: int = Field(default=0, nullable=False)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
 

@@ -144,7 +144,7 @@ class DeadLetterRepository(Repository):
                 .where(
                     job.tenant == dead.tenant,
                     job.ordering_key == dead.ordering_key,
-                    job.created_at > dead.created_at,
+                    job.ordering_seq > dead.ordering_seq,
                     job.on_predecessor_dead == "wait",
                     job.status.in_(values(WAITING)),
                 )

@@ -64,10 +64,11 @@ def _static_defaults() -> dict[str, Any]:
 IMMUTABLE = (type(None), bool, int, float, str, datetime)
 
 
-def blocked_row(row: ReportJob, blocker: str) -> ReportJob:
-    """A `submit_row` that already names the predecessor it waits for (a read-only row is never set)."""
+def row_with(row: ReportJob, **changes: Any) -> ReportJob:
+    """A `submit_row` with some columns changed (a read-only row is never set): its place on its ordering
+    key, the predecessor it waits for."""
     values = {name: getattr(row, name) for name in ReportJob.model_fields}
-    return ReportJob.model_construct(**{**values, "blocked_by": blocker})
+    return ReportJob.model_construct(**{**values, **changes})
 
 
 def job_values(spec: JobSpec, now: datetime, job_id: str | None = None) -> dict[str, Any]:

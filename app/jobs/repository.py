@@ -9,16 +9,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select
-from sqlalchemy.sql import ColumnElement
+from sqlalchemy import and_, bindparam, func, insert, or_, select
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.sql import ColumnElement, Executable, Select
 
 from app.core.db import session_scope
 from app.core.driver import driver_autocommit, driver_path_enabled
 from app.core.repository import Repository, table_of
 from app.core.states import REPLAYABLE, WAITING, AttemptKey, AttemptOutcome, JobStatus, values
 from app.core.tenancy import TenantScope
-from app.models import JobAttempt, ReportJob
+from app.models import JobAttempt, OrderingSequence, ReportJob
 
 JOBS = table_of(ReportJob)
 job = JOBS.c
@@ -26,6 +29,8 @@ ATTEMPTS = table_of(JobAttempt)
 attempt = ATTEMPTS.c
 # Values go in as execution parameters, so SQLAlchemy compiles the INSERT once per process.
 JOBS_INSERT = insert(JOBS)
+SEQUENCES = table_of(OrderingSequence)
+sequence = SEQUENCES.c
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,9 @@ async def insert_jobs(rows: Sequence[ReportJob]) -> None:
     parameter processing by SQLAlchemy), else through a session."""
     if not rows:
         return
-    if driver_path_enabled():  # one statement: committed by itself, no COMMIT round trip
+    # A job with an ordering key takes its place on the key in the inserting transaction (a session's).
+    if driver_path_enabled() and not any(row.ordering_key for row in rows):
+        # One statement: committed by itself, no COMMIT round trip.
         async with driver_autocommit() as tx:
             await tx.insert_many(JOBS_INSERT, [_new_row_values(row) for row in rows])
         return
@@ -66,13 +73,46 @@ async def insert_jobs(rows: Sequence[ReportJob]) -> None:
 
 class JobRepository(Repository):
     async def add_job(self, row: ReportJob) -> None:
-        # A Core INSERT: the ORM unit of work costs more than the statement on this hot path.
-        await self.session.execute(JOBS_INSERT, _new_row_values(row))
+        await self.add_jobs([row])
 
     async def add_jobs(self, rows: Sequence[ReportJob]) -> None:
-        """Many rows in one multi-row INSERT (executemany)."""
-        if rows:
-            await self.session.execute(JOBS_INSERT, [_new_row_values(row) for row in rows])
+        """Many rows in one multi-row INSERT (executemany; a Core INSERT: the ORM unit of work costs more than
+        the statement on this hot path). A keyed row without its place takes the next ones of its key here,
+        in row order, so the place is always taken in the transaction that inserts the job."""
+        if not rows:
+            return
+        row_values = [_new_row_values(row) for row in rows]
+        by_key: dict[tuple[str, str], list[dict[str, object]]] = {}
+        for new in row_values:
+            if new["ordering_key"] and new["ordering_seq"] is None:
+                by_key.setdefault((str(new["tenant"]), str(new["ordering_key"])), []).append(new)
+        for (tenant, key), keyed in sorted(by_key.items()):  # one lock order: two inserts cannot deadlock
+            first = await self.take_places(tenant, key, len(keyed))
+            for offset, new in enumerate(keyed):
+                new["ordering_seq"] = first + offset
+        await self.session.execute(JOBS_INSERT, row_values)
+
+    async def take_places(self, tenant: str, ordering_key: str, count: int) -> int:
+        """The first of `count` new places on an ordering key. The key's sequence row stays locked until this
+        transaction ends: whoever takes the next place waits for our commit, so a job with a lower place has
+        always committed before a higher one is even numbered (the order is the commit order)."""
+        place = {"tenant": tenant, "ordering_key": ordering_key, "last_seq": count}
+        upsert: Executable
+        if self.session.get_bind().dialect.name == "sqlite":
+            sqlite_stmt = sqlite_insert(SEQUENCES).values(place)
+            upsert = sqlite_stmt.on_conflict_do_update(
+                index_elements=[sequence.tenant, sequence.ordering_key],
+                set_={"last_seq": sequence.last_seq + sqlite_stmt.excluded.last_seq},
+            )
+        else:
+            mysql_stmt = mysql_insert(SEQUENCES).values(place)
+            bumped = sequence.last_seq + mysql_stmt.inserted.last_seq
+            upsert = mysql_stmt.on_duplicate_key_update(last_seq=bumped)
+        await self.session.execute(upsert)
+        mine = and_(sequence.tenant == tenant, sequence.ordering_key == ordering_key)
+        last = await self.first(select(sequence.last_seq).where(mine), int)
+        assert last is not None
+        return int(last) - count + 1
 
     async def get_job(self, job_id: str, scope: TenantScope) -> ReportJob | None:
         # populate_existing: a caller that just ran a guarded UPDATE must see the row as it is now.
@@ -225,26 +265,11 @@ class JobRepository(Repository):
     # ---- ordering keys ----------------------------------------------------------------------------
 
     async def ordering_blocker(self, row: ReportJob) -> str | None:
-        """The earliest job submitted before `row` under the same (tenant, ordering_key) that must finish
-        first: any unfinished one, or a dead one not resolved by hand, unless `row` runs past dead ones."""
-        blocks: ColumnElement[bool] = job.status.in_(values(WAITING | {JobStatus.RUNNING}))
-        if row.on_predecessor_dead != "continue":
-            blocks = or_(blocks, and_(job.status == JobStatus.DEAD.value, job.resolved_at.is_(None)))
-        stmt = (
-            select(job.id)
-            .where(
-                job.tenant == row.tenant,
-                job.ordering_key == row.ordering_key,
-                or_(job.created_at < row.created_at, and_(job.created_at == row.created_at, job.id < row.id)),
-                blocks,
-            )
-            .order_by(job.created_at, job.id)
-            .limit(1)
-        )
-        return await self.first(stmt, str)
+        """The first job before `row` on its key that must finish first (`ordering_blocker_query`)."""
+        return await self.first(ordering_blocker_query(row), str)
 
     async def set_blocked_by(self, job_id: str, blocker: str | None) -> None:
-        await self.session.execute(JOBS.update().where(job.id == job_id).values(blocked_by=blocker))
+        await self.session.execute(set_blocked_by_statement(), {"p_id": job_id, "p_blocker": blocker})
 
     async def next_in_order(self, tenant: str, ordering_key: str) -> ReportJob | None:
         """The earliest pending job of an ordering key: the one to wake when its predecessor finishes."""
@@ -255,7 +280,32 @@ class JobRepository(Repository):
                 job.ordering_key == ordering_key,
                 job.status == JobStatus.PENDING.value,
             )
-            .order_by(job.created_at, job.id)
+            .order_by(job.ordering_seq)
             .limit(1)
         )
         return await self.first(stmt, ReportJob)
+
+
+def ordering_blocker_query(row: ReportJob) -> Select[tuple[str]]:
+    """The id of the first job placed before `row` on the same (tenant, ordering_key) that must finish first:
+    any unfinished one, or a dead one not resolved by hand, unless `row` runs past dead ones. Places follow
+    commit order (`JobRepository.take_places`), so a predecessor is never missed because it committed late."""
+    blocks: ColumnElement[bool] = job.status.in_(values(WAITING | {JobStatus.RUNNING}))
+    if row.on_predecessor_dead != "continue":
+        blocks = or_(blocks, and_(job.status == JobStatus.DEAD.value, job.resolved_at.is_(None)))
+    return (
+        select(job.id)
+        .where(
+            job.tenant == row.tenant,
+            job.ordering_key == row.ordering_key,
+            job.ordering_seq < row.ordering_seq,
+            blocks,
+        )
+        .order_by(job.ordering_seq)
+        .limit(1)
+    )
+
+
+def set_blocked_by_statement() -> Any:
+    """UPDATE of a job's `blocked_by` (parameters `p_id`, `p_blocker`), for statements outside a session."""
+    return JOBS.update().where(job.id == bindparam("p_id")).values(blocked_by=bindparam("p_blocker"))

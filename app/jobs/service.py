@@ -36,7 +36,7 @@ from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
 from app.fairshare.service import lane_of, waiting_document
 from app.jobs import group_submit
-from app.jobs.building import JobSpec, blocked_row, submit_row
+from app.jobs.building import JobSpec, row_with, submit_row
 from app.jobs.effects import NO_EFFECTS, stage_terminal_effects, wake_next_in_order
 from app.jobs.repository import JobFilter, JobRepository
 from app.jobs.step_repository import StepRepository
@@ -202,8 +202,10 @@ async def _insert_ordered(job: ReportJob) -> tuple[ReportJob, Wait | None]:
     (workers keep it up)."""
     async with session_scope() as session:
         jobs = JobRepository(session)
+        assert job.tenant and job.ordering_key
+        job = row_with(job, ordering_seq=await jobs.take_places(job.tenant, job.ordering_key, 1))
         if blocker := await jobs.ordering_blocker(job):
-            job = blocked_row(job, blocker)
+            job = row_with(job, blocked_by=blocker)
         await jobs.add_job(job)
     _, wait = await queue.enqueue_explained(run_message(job))
     return job, wait
