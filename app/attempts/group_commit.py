@@ -10,23 +10,22 @@ the one-job path, job by job, so an error only ever fails its own job. A connect
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from app.attempts import service
 from app.attempts.group_repository import GroupRepository
+from app.core import failpoints
 from app.core.config import get_settings
-from app.core.db import is_db_outage, is_lock_conflict, session_scope
+from app.core.db import is_db_outage, is_lock_conflict, outage_retrying, session_scope
 from app.core.driver import SessionStatements, Statements, driver_path_enabled, driver_transaction
 from app.core.grouping import GroupCommit
 from app.core.states import AttemptKey, AttemptOutcome
 from app.core.times import utcnow
 from app.jobs.effects import TerminalEffects
-from app.jobs.repository import JobRepository
 from app.models import ReportJob
 from app.reports.base import OutputInfo
 
@@ -37,6 +36,9 @@ StartItem = tuple[str, str]  # (job id, worker name)
 DoneItem = tuple[AttemptKey, OutputInfo | None]
 T = TypeVar("T")
 R = TypeVar("R")
+# How long a batch whose commit answered with an error keeps asking whether it landed (as long as a finished
+# attempt keeps trying to record its outcome: app.attempts.runner.RECORD_OUTCOME_FOR_S).
+VERIFY_FOR_S = 120.0
 
 
 class _Recheck(Exception):
@@ -80,6 +82,18 @@ def reset() -> None:
     _successes.cache_clear()
 
 
+@asynccontextmanager
+async def batch_statements(session: bool = False) -> AsyncIterator[Statements]:
+    """One transaction for a batch: the MySQL driver's own connection, or an ORM session's (SQLite, or a
+    batch that stages effects through the jobs domain)."""
+    if driver_path_enabled() and not session:
+        async with driver_transaction() as tx:
+            yield tx
+    else:
+        async with session_scope() as orm:
+            yield SessionStatements(orm)
+
+
 async def _hand_back(_item: StartItem, decision: Decision) -> None:
     """The caller was cancelled (worker shutdown) while its start was being committed: give the job back."""
     if isinstance(decision, service.Started):
@@ -94,38 +108,44 @@ async def _flush_starts(items: list[StartItem]) -> list[Decision | BaseException
 
 
 async def _start_together(items: list[StartItem]) -> list[Decision | BaseException]:
-    """On MySQL the batch runs on the driver (`app.core.driver`), and a job with an ordering key is decided
-    after it, in a session transaction of its own (its predecessor check is a query of the jobs domain)."""
-    if not driver_path_enabled():
-        async with session_scope() as session:
-            decided, started, now = await _decide_starts(*_in_session(session), items)
-        return _started(items, decided, started, now)
-    async with driver_transaction() as tx:
-        decided, started, now = await _decide_starts(tx, None, items)
-    results = _started(items, decided, started, now)
-    ordered = [index for index, result in enumerate(results) if result is _ORDERED]
-    if ordered:
-        async with session_scope() as session:
-            again = [items[index] for index in ordered]
-            decided, started, now = await _decide_starts(*_in_session(session), again)
-        for index, result in zip(ordered, _started(again, decided, started, now), strict=True):
-            results[index] = result
-    return results
+    """The whole batch in one transaction (the driver's on MySQL, a session's elsewhere): its starts commit
+    or roll back together, so an error never leaves a job started that its caller was told was not. When the
+    commit's answer is lost (the connection drops as it commits) the batch's own rows are read again: a start
+    that landed is answered as started, so its delivery runs it."""
+    decided: dict[int, Decision] = {}
+    written: list[Started] = []  # set, with `decided`, once every row of the batch is written
+    now = utcnow()
+    try:
+        async with batch_statements() as statements:
+            decided, written, now = await _decide_starts(statements, items)
+            await failpoints.hit("group_start.before_commit")
+        await failpoints.hit("group_start.after_commit")
+    except Exception:
+        if not written or not await _landed(written, now):
+            raise
+        log.warning("a start batch's commit answered with an error but landed", extra={"jobs": len(items)})
+    return _started(items, decided, written, now)
 
 
-def _in_session(session: AsyncSession) -> tuple[Statements, JobRepository]:
-    return SessionStatements(session), JobRepository(session)
+async def _landed(written: list[Started], now: datetime) -> bool:
+    """Whether the batch that wrote these starts committed (all or none did), asked again until the database
+    answers, for as long as an outcome is retried (`VERIFY_FOR_S`); raises if it never does."""
+    keys = [key for _, _, key, _ in written]
+    async for attempt in outage_retrying(VERIFY_FOR_S):
+        with attempt:
+            async with batch_statements() as statements:
+                return bool(await GroupRepository(statements).started_at(keys, now))
+    raise AssertionError("outage_retrying raises once it gives up")
 
 
-_ORDERED = service.Skip("decided with the session: ordering key")
 Started = tuple[int, ReportJob, AttemptKey, dict[str, Any]]
 
 
 async def _decide_starts(
-    statements: Statements, jobs: JobRepository | None, items: list[StartItem]
+    statements: Statements, items: list[StartItem]
 ) -> tuple[dict[int, Decision], list[Started], datetime]:
-    """Lock the jobs, decide each, start the winners in one compare-and-set UPDATE and one INSERT. Without
-    `jobs` (no session), a job with an ordering key is left to a second transaction (`_ORDERED`)."""
+    """Lock the jobs, decide each (a job with an ordering key looks for its predecessors in the same
+    transaction), start the winners in one compare-and-set UPDATE and one INSERT."""
     checked_at = utcnow()
     decisions: dict[int, Decision] = {}
     winners: list[tuple[int, ReportJob, str]] = []
@@ -144,10 +164,7 @@ async def _decide_starts(
             continue
         assert job is not None
         if job.ordering_key:
-            if jobs is None:
-                decisions[index] = _ORDERED
-                continue
-            blocked = await service.blocker_of(jobs, job)
+            blocked = await service.blocker_of(group, job)
             if blocked is not None:
                 decisions[index] = blocked
                 continue
@@ -183,26 +200,21 @@ async def _flush_successes(items: list[DoneItem]) -> list[bool | BaseException]:
 
 
 async def _complete_together(items: list[DoneItem]) -> list[bool | BaseException]:
-    """On MySQL the successes without effects run on the driver (`app.core.driver`); a job with a callback or
-    an ordering key stages its effects in a session transaction (a query of the jobs domain)."""
+    """The whole batch in one transaction: the driver's on MySQL when no job has effects to stage (a callback
+    or an ordering key: a query of the jobs domain), else a session's. A success that an earlier, failed
+    try of the same attempt already committed (its answer was lost) is recognised and answered as ours."""
     keys = [key for key, _ in items]
     if len({key.job_id for key in keys}) != len(keys):
         raise _Recheck("one job twice in a batch")
     now = utcnow()
-    mine: set[str] = set()
     effects: list[TerminalEffects] = []
-    fast = driver_path_enabled()
-    plain = [item for item in items if fast and not item[0].has_effects]
-    staged = [item for item in items if not fast or item[0].has_effects]
-    if plain:
-        async with driver_transaction() as tx:
-            mine |= await _complete_in(tx, plain, now)
-    if staged:
-        async with session_scope() as session:
-            mine |= await _complete_in(SessionStatements(session), staged, now)
-            for key, _ in staged:
-                if key.job_id in mine:
-                    effects.append(await service.terminal_effects(session, key))
+    staged = not driver_path_enabled() or any(key.has_effects for key in keys)
+    async with batch_statements(session=staged) as statements:
+        won, earlier = await _complete_in(statements, items, now)
+        if isinstance(statements, SessionStatements):
+            effects = [await service.terminal_effects(statements.session, key) for key in won]
+        await failpoints.hit("group_success.before_commit")
+    mine = {key.job_id for key in [*won, *earlier]}
     for key in keys:
         if key.job_id in mine:
             service.after_done(key, now)
@@ -213,23 +225,31 @@ async def _complete_together(items: list[DoneItem]) -> list[bool | BaseException
     return [key.job_id in mine for key in keys]
 
 
-async def _complete_in(statements: Statements, items: list[DoneItem], now: datetime) -> set[str]:
+async def _complete_in(
+    statements: Statements, items: list[DoneItem], now: datetime
+) -> tuple[list[AttemptKey], list[AttemptKey]]:
     """Each still-running attempt's job to done in one compare-and-set UPDATE (one each for those with an
-    output), then their attempt rows in one more; the ids that won. No locking read first: the UPDATE's
-    count says whether every job won, and only when one lost (its attempt was declared lost meanwhile) are
-    the winners read back, in the same transaction, by the `finished_at` this batch stamped."""
+    output), then their attempt rows in one more. Returns the keys that won now, and those whose success an
+    earlier try already committed. No locking read first: only when the UPDATE's count comes short are the
+    jobs read back, in the same transaction: done at their attempt, and finished at `now` (won now) or
+    before (won earlier: only this attempt's success moves its job to done at that attempt)."""
     group = GroupRepository(statements)
     plain = [key for key, output in items if output is None]
-    won: list[AttemptKey] = []
+    changed = 0
     if plain:
-        changed = await group.update_running_many(plain, service.done_values(now, None))
-        won = plain if changed == len(plain) else await group.finished_at(plain, now)
+        changed += await group.update_running_many(plain, service.done_values(now, None))
     for key, output in items:
-        if output is not None and await group.update_running_many([key], service.done_values(now, output)):
-            won.append(key)
+        if output is not None:
+            changed += await group.update_running_many([key], service.done_values(now, output))
+    keys = [key for key, _ in items]
+    won, earlier = keys, []
+    if changed != len(keys):
+        done = await group.done_at_attempt(keys)
+        won = [key for key in keys if done.get(key.job_id) == now]
+        earlier = [key for key in keys if key.job_id in done and done[key.job_id] != now]
     if won and await group.finish_attempts(won, AttemptOutcome.SUCCEEDED, now, None) != len(won):
         raise _Recheck("an attempt row did not match its job")
-    return {key.job_id for key in won}
+    return won, earlier
 
 
 # ---- together, or else one by one ----------------------------------------------------------------------

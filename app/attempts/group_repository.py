@@ -14,6 +14,7 @@ from sqlalchemy import ColumnElement, Select, Update, bindparam, select, tuple_
 from app.attempts.repository import ATTEMPTS, ATTEMPTS_INSERT, JOBS, attempt, job
 from app.core.driver import Statements
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus, check_transition
+from app.jobs.repository import SET_BLOCKED_BY, ordering_blocker_query
 from app.models import ReportJob
 
 # The group commit's statements, built once per batch size: building and cache-keying a statement per batch
@@ -43,12 +44,21 @@ def _lock_jobs(n: int) -> Select[Any]:
 
 
 @cache
-def _finished_at(n: int) -> Select[Any]:
-    return select(job.id).where(
+def _done_at_attempt(n: int) -> Select[Any]:
+    return select(job.id, job.finished_at).where(
         _ids_in(job.id, n),
         _guards_in((job.id, job.attempt, job.replay_count), n),
         job.status == JobStatus.DONE.value,
-        job.finished_at == bindparam("p_now"),
+    )
+
+
+@cache
+def _started_at(n: int) -> Select[Any]:
+    return select(job.id).where(
+        _ids_in(job.id, n),
+        _guards_in((job.id, job.attempt, job.replay_count), n),
+        job.status == JobStatus.RUNNING.value,
+        job.started_at == bindparam("p_now"),
     )
 
 
@@ -133,12 +143,16 @@ class GroupRepository:
         """One multi-row INSERT; `rows`: every column but the id (`service.new_attempt`)."""
         await self.statements.insert_many(ATTEMPTS_INSERT, rows)
 
-    async def finished_at(self, keys: list[AttemptKey], now: datetime) -> list[AttemptKey]:
-        """Which of `keys` this transaction just moved to done (their job is done at that attempt, finished
-        at `now`): the winners of a batch whose compare-and-set count came short."""
+    async def done_at_attempt(self, keys: list[AttemptKey]) -> dict[str, datetime]:
+        """The jobs of `keys` that are done at that very attempt (only its success could do that), with
+        their finished_at: the winners of a batch whose compare-and-set count came short."""
+        result = await self.statements.execute(_done_at_attempt(len(keys)), _key_guards(keys))
+        return {row["id"]: row["finished_at"] for row in result.rows}
+
+    async def started_at(self, keys: list[AttemptKey], now: datetime) -> list[str]:
+        """The jobs of `keys` running at that attempt since `now`: a start batch's own, once committed."""
         params = {**_key_guards(keys), "p_now": now}
-        done = {row["id"] for row in (await self.statements.execute(_finished_at(len(keys)), params)).rows}
-        return [key for key in keys if key.job_id in done]
+        return [row["id"] for row in (await self.statements.execute(_started_at(len(keys)), params)).rows]
 
     async def update_running_many(self, keys: list[AttemptKey], values: dict[str, Any]) -> int:
         """`AttemptRepository.update_running` for several attempts at once (same values), each guarded by its
@@ -156,3 +170,12 @@ class GroupRepository:
         """`AttemptRepository.finish_attempt` for several attempts with the same outcome, in one statement."""
         params = {**_key_guards(keys), "p_outcome": outcome.value, "p_now": now, "p_error": error}
         return (await self.statements.execute(_finish_attempts(len(keys)), params)).rowcount
+
+    async def ordering_blocker(self, row: ReportJob) -> str | None:
+        """`JobRepository.ordering_blocker` in this batch's transaction."""
+        stmt, params = ordering_blocker_query(row)
+        rows = (await self.statements.execute(stmt, params)).rows
+        return str(rows[0]["id"]) if rows else None
+
+    async def set_blocked_by(self, job_id: str, blocker: str | None) -> None:
+        await self.statements.execute(SET_BLOCKED_BY, {"p_id": job_id, "p_blocker": blocker})

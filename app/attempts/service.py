@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -85,7 +85,15 @@ def precheck(job: ReportJob | None, now: datetime) -> NotDue | Skip | None:
     return None
 
 
-async def blocker_of(jobs: JobRepository, job: ReportJob) -> Blocked | None:
+class OrderingReader(Protocol):
+    """Where a start reads a job's predecessors: a session's JobRepository, or a group commit's batch."""
+
+    async def ordering_blocker(self, row: ReportJob) -> str | None: ...
+
+    async def set_blocked_by(self, job_id: str, blocker: str | None) -> None: ...
+
+
+async def blocker_of(jobs: OrderingReader, job: ReportJob) -> Blocked | None:
     """An unfinished predecessor on the job's ordering key, noted on the job (`blocked_by`)."""
     blocker = await jobs.ordering_blocker(job)
     if blocker is None:
@@ -334,12 +342,17 @@ async def record_output(key: AttemptKey, output: OutputInfo) -> None:
 
 
 async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
-    """Running attempts silent for `stuck_after_s` → outcome lost (LostWorker) → retry or dead as usual."""
+    """Running attempts silent for `stuck_after_s` → outcome lost (LostWorker) → retry or dead as usual.
+
+    Their slots go first, and with each the message of the lost holder; only then does a job that retries
+    get its one new message (an arq id of its own, so the old holder's worker, should it still be alive,
+    cannot finish the new message away)."""
     now = utcnow()
     async with session_scope() as session:
         stuck = await AttemptRepository(session).stuck_jobs(now - timedelta(seconds=stuck_after_s), limit)
     declared = 0
     over: list[str] = []
+    rescues: list[queue.RunMessage] = []
     for job in stuck:
         key = AttemptKey(
             job.id,
@@ -363,21 +376,23 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
         over.append(job.id)
         metrics.count_rescued(job)
         if result.status == JobStatus.RETRYING:
-            # The killed worker's arq message may linger in Redis until its lease expires: add a fresh one.
-            await queue.enqueue_run(
-                job.id,
-                job.replay_count,
-                defer_until=now + timedelta(seconds=result.delay_s),
-                suffix=f"lost{key.attempt}",
-                traceparent=job.traceparent,
-                lane=lane_of(job),
+            rescues.append(
+                queue.RunMessage(
+                    job.id,
+                    job.replay_count,
+                    defer_until=now + timedelta(seconds=result.delay_s),
+                    traceparent=job.traceparent,
+                    lane=lane_of(job),
+                    suffix=f"lost{key.attempt}",
+                )
             )
     if over:
         # Their slots (caps, fair share) are free again now, not when the dead worker's lease runs out.
         try:
             await release_slots(over)
-        except Exception as exc:  # the sweep frees them at a later tick
+        except Exception as exc:  # the sweep frees them at a later tick (and reconciliation enqueues)
             log.warning("slots of lost jobs not freed yet", extra={"error": repr(exc)})
+    await queue.enqueue_runs_explained(rescues)
     return declared
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, or_, select
+from sqlalchemy import and_, bindparam, func, insert, literal, or_, select
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql import ColumnElement, Executable, Select
@@ -266,10 +266,11 @@ class JobRepository(Repository):
 
     async def ordering_blocker(self, row: ReportJob) -> str | None:
         """The first job before `row` on its key that must finish first (`ordering_blocker_query`)."""
-        return await self.first(ordering_blocker_query(row), str)
+        stmt, params = ordering_blocker_query(row)
+        return await self.first(stmt.params(params), str)
 
     async def set_blocked_by(self, job_id: str, blocker: str | None) -> None:
-        await self.session.execute(set_blocked_by_statement(), {"p_id": job_id, "p_blocker": blocker})
+        await self.session.execute(SET_BLOCKED_BY, {"p_id": job_id, "p_blocker": blocker})
 
     async def next_in_order(self, tenant: str, ordering_key: str) -> ReportJob | None:
         """The earliest pending job of an ordering key: the one to wake when its predecessor finishes."""
@@ -286,19 +287,18 @@ class JobRepository(Repository):
         return await self.first(stmt, ReportJob)
 
 
-def ordering_blocker_query(row: ReportJob) -> Select[tuple[str]]:
-    """The id of the first job placed before `row` on the same (tenant, ordering_key) that must finish first:
-    any unfinished one, or a dead one not resolved by hand, unless `row` runs past dead ones. Places follow
-    commit order (`JobRepository.take_places`), so a predecessor is never missed because it committed late."""
-    blocks: ColumnElement[bool] = job.status.in_(values(WAITING | {JobStatus.RUNNING}))
-    if row.on_predecessor_dead != "continue":
+def _ordering_blocker(past_dead: bool) -> Select[tuple[str]]:
+    # One bound value per status, not an expanding IN: the driver path (app.core.driver) runs it as compiled.
+    unfinished = [literal(status) for status in sorted(values(WAITING | {JobStatus.RUNNING}))]
+    blocks: ColumnElement[bool] = job.status.in_(unfinished)
+    if not past_dead:
         blocks = or_(blocks, and_(job.status == JobStatus.DEAD.value, job.resolved_at.is_(None)))
     return (
         select(job.id)
         .where(
-            job.tenant == row.tenant,
-            job.ordering_key == row.ordering_key,
-            job.ordering_seq < row.ordering_seq,
+            job.tenant == bindparam("p_tenant"),
+            job.ordering_key == bindparam("p_key"),
+            job.ordering_seq < bindparam("p_seq"),
             blocks,
         )
         .order_by(job.ordering_seq)
@@ -306,6 +306,16 @@ def ordering_blocker_query(row: ReportJob) -> Select[tuple[str]]:
     )
 
 
-def set_blocked_by_statement() -> Any:
-    """UPDATE of a job's `blocked_by` (parameters `p_id`, `p_blocker`), for statements outside a session."""
-    return JOBS.update().where(job.id == bindparam("p_id")).values(blocked_by=bindparam("p_blocker"))
+# Built once (the driver compiles a statement once per object): a job that waits on a dead predecessor, and
+# one that runs past dead ones.
+_ORDERING_BLOCKER = {False: _ordering_blocker(False), True: _ordering_blocker(True)}
+SET_BLOCKED_BY = JOBS.update().where(job.id == bindparam("p_id")).values(blocked_by=bindparam("p_blocker"))
+
+
+def ordering_blocker_query(row: ReportJob) -> tuple[Select[tuple[str]], dict[str, Any]]:
+    """The id of the first job placed before `row` on the same (tenant, ordering_key) that must finish first
+    (any unfinished one, or a dead one not resolved by hand, unless `row` runs past dead ones), and its
+    parameters. Places follow commit order (`JobRepository.take_places`): a predecessor that committed late
+    is never missed."""
+    params = {"p_tenant": row.tenant, "p_key": row.ordering_key, "p_seq": row.ordering_seq}
+    return _ORDERING_BLOCKER[row.on_predecessor_dead == "continue"], params
