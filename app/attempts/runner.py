@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 
 # How long a finished attempt keeps trying to record its outcome while MySQL is unreachable.
 RECORD_OUTCOME_FOR_S = 120.0
+# How long a report that was cancelled (its time is up, or the worker stops) may take to end. One that ignores
+# the cancel is left behind after that: its attempt is recorded as timed out (or handed back) all the same,
+# well before arq's own limit (60 s above every report's timeout) would end the delivery and drop its message.
+CANCEL_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -220,9 +224,7 @@ async def _run_report(
             beat = asyncio.create_task(_heartbeat_loop(key, ctx, task, state))
             done, _ = await asyncio.wait({task}, timeout=timeout_s - first_s)
         if not done:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            await _cancelled(task, key)
             return AttemptOutcome.TIMED_OUT, service.error_dict(
                 "TimeoutError", f"attempt exceeded its {timeout_s:g} s time limit", True
             )
@@ -238,9 +240,7 @@ async def _run_report(
         return classify(exc)
     except asyncio.CancelledError:
         # Worker shutdown past its grace period: hand the attempt back unburnt; arq re-queues the message.
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
+        await _cancelled(task, key)
         with contextlib.suppress(Exception):
             await asyncio.shield(service.release_attempt(key))
         raise
@@ -249,3 +249,14 @@ async def _run_report(
             beat.cancel()
             with contextlib.suppress(BaseException):
                 await beat
+
+
+async def _cancelled(task: asyncio.Task[Any], key: AttemptKey) -> None:
+    """Cancel the report and give it CANCEL_GRACE_S to end; one that ignores the cancel is left running
+    (nothing can stop a coroutine that swallows it) and its attempt is settled without it."""
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await asyncio.wait({task}, timeout=CANCEL_GRACE_S)
+    if not task.done():
+        extra = {"job_id": key.job_id, "attempt": key.attempt}
+        log.warning("report ignored its cancel; left behind", extra=extra)
