@@ -331,7 +331,13 @@ async def release_attempt(key: AttemptKey) -> bool:
             return False
         await attempts.uncount_attempt(key.job_id)
         await attempts.finish_attempt(key, AttemptOutcome.SUPERSEDED, now, error)
+        job = await JobRepository(session).get_job(key.job_id, EVERY_TENANT)
     metrics.count_attempt(key, AttemptOutcome.SUPERSEDED, key.started_at, now)
+    if job is not None:
+        # Pending again, so it has a message like any pending job: its own may be gone already (a delivery
+        # cancelled mid-start went back to its lane, and another worker dropped it as someone else's while the
+        # start still held the job); if it is still there, this is a no-op.
+        await queue.enqueue_run(job.id, job.replay_count, traceparent=job.traceparent, lane=lane_of(job))
     return True
 
 

@@ -14,6 +14,7 @@ from app.attempts import group_commit, service
 from app.core import failpoints
 from app.core.db import is_db_outage
 from tests.utils.jobs import get_attempts, get_job, submit_id
+from tests.utils.workers import drain
 
 WORKER = "host:1"
 
@@ -110,3 +111,20 @@ async def test_a_success_recorded_again_after_its_commit_landed_is_recognised_as
         # The worker did not hear the commit's answer (the connection dropped) and records it again.
         assert await group_commit.complete_attempt(started.key, None)
         assert [a["outcome"] for a in await get_attempts(client, auth, job_id)] == ["succeeded"]
+
+
+async def test_an_attempt_handed_back_after_another_worker_dropped_its_message_is_queued_again(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
+    job_id = await submit_id(client, auth, "demo.csv", rows=1)
+    # A delivery starts the job and is cancelled (worker shutdown) before it hears the answer...
+    started = await group_commit.start_attempt(job_id, WORKER)
+    assert isinstance(started, service.Started)
+    # ...meanwhile another worker takes the message, finds the job running and drops the message as a
+    # duplicate...
+    await drain()
+    assert (await get_job(client, auth, job_id))["status"] == "running"
+    # ...then the cancelled delivery hands the attempt back: the job is pending, and must have a message.
+    assert await service.release_attempt(started.key)
+    await drain()
+    assert (await get_job(client, auth, job_id))["status"] == "done"
