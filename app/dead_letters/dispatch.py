@@ -6,6 +6,7 @@ stays `pending` until every configured sink accepted a message naming its job: a
 Redis or a dead consumer delays an alert but never loses it, and a sink that accepted is not sent it again.
 A send is recorded after the sink accepted it (never lose an alert), riding out a database outage of up
 to RECORD_SENT_FOR_S; after a longer one the alert is sent again once MySQL is back (at least once).
+One dispatcher sends at a time: it holds a lease renewed before each send and stops once it is not its own.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from redis.asyncio.lock import Lock
+from redis.exceptions import LockNotOwnedError
 from sqlalchemy.exc import IntegrityError
 
 from app.core import metrics, queue, tracing
@@ -29,16 +32,22 @@ from app.core.states import AlertStatus
 from app.core.times import utcnow
 from app.dead_letters.alert_repository import AlertRepository
 from app.dead_letters.repository import DeadLetterRepository
-from app.dead_letters.sinks import AlertSink, LogSink, build_sinks
+from app.dead_letters.sinks import AlertDeliveryError, AlertMessage, AlertSink, LogSink, build_sinks
 from app.dead_letters.sinks.render import render_digest, render_one
 from app.models import AlertDelivery, DeadLetter
 
 log = logging.getLogger(__name__)
 
 DISPATCH_BATCH = 1000
-# How long recording what a sink answered rides out a database outage. Within the dispatch lock's TTL, so no
-# other consumer sends a pending alert while its acceptance waits to be written.
+# How long recording what a sink answered rides out a database outage. Within the dispatch lease, so no other
+# consumer sends a pending alert while its acceptance waits to be written.
 RECORD_SENT_FOR_S = 30.0
+# A sink's HTTP timeout applies to each of connect, write, read and pool wait, not to the whole call: one send
+# is cut off at this many of them, so that the lease below covers it.
+SEND_TIMEOUTS = 4
+# Past one send and RECORD_SENT_FOR_S: the record's last try (connect and pool timeouts), a slow Redis.
+LEASE_MARGIN_S = 30.0
+LEASE_LOST_RETRY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -66,28 +75,53 @@ def sink_keys(sinks: Sequence[AlertSink]) -> list[str]:
     return keys
 
 
+def send_bound_s(settings: Settings) -> float:
+    """The longest one send may take before it counts as failed."""
+    return settings.alert_timeout_s * SEND_TIMEOUTS
+
+
+def lease_s(settings: Settings) -> float:
+    """The dispatch lease's length from each renewal: one send and its record, not a whole dispatch (up to
+    ALERT_MAX_PER_MINUTE sends per sink), which it would have to outlast with no bound."""
+    return send_bound_s(settings) + RECORD_SENT_FOR_S + LEASE_MARGIN_S
+
+
+@dataclass(frozen=True)
+class _Lease:
+    """The dispatch lock, renewed to its full length before each send. A renewal that finds it gone or
+    another's (it expired, Redis was flushed) means another dispatcher may be sending the same alerts."""
+
+    lock: Lock
+
+    async def renew(self) -> bool:
+        try:
+            return bool(await self.lock.reacquire())
+        except LockNotOwnedError:
+            return False
+
+
 async def dispatch_alerts(sinks: Sequence[AlertSink] | None = None) -> AlertOutcome:
     """Send every due pending alert to every sink within its budget; one dispatcher at a time."""
     settings = get_settings()
-    lock_s = settings.alert_timeout_s * 4 + 30 + RECORD_SENT_FOR_S
-    lock = await queue.try_lock("alerts-dispatch", ttl_s=lock_s)
+    lock = await queue.try_lock("alerts-dispatch", ttl_s=lease_s(settings))
     if lock is None:
         return AlertOutcome("another dispatcher is sending", retry_in_s=1.0)
     try:
         chosen = list(sinks) if sinks is not None else build_sinks(settings)
-        return await _dispatch(chosen or [LogSink()])
+        return await _dispatch(chosen or [LogSink()], _Lease(lock))
     finally:
+        # A lock that is no longer ours is left to its holder (redis-py checks the token).
         with contextlib.suppress(Exception):
             await lock.release()
 
 
-async def _dispatch(sinks: list[AlertSink]) -> AlertOutcome:
+async def _dispatch(sinks: list[AlertSink], lease: _Lease) -> AlertOutcome:
     settings = get_settings()
     keys = sink_keys(sinks)
     await _prepare(keys)
     now = utcnow()
     results = await asyncio.gather(
-        *(_dispatch_sink(key, sink, now, settings) for key, sink in zip(keys, sinks, strict=True)),
+        *(_dispatch_sink(key, sink, now, settings, lease) for key, sink in zip(keys, sinks, strict=True)),
         return_exceptions=True,
     )
     touched = sorted({i for r in results if isinstance(r, _SinkOutcome) for i in r.touched})
@@ -122,8 +156,11 @@ async def _prepare(keys: list[str]) -> None:
         await _settle(keys, done)
 
 
-async def _dispatch_sink(key: str, sink: AlertSink, now: datetime, settings: Settings) -> _SinkOutcome:
-    """Digest and budget rules for one sink; a failure backs off this sink only."""
+async def _dispatch_sink(
+    key: str, sink: AlertSink, now: datetime, settings: Settings, lease: _Lease
+) -> _SinkOutcome:
+    """Digest and budget rules for one sink; a failure backs off this sink only. Each send goes out only
+    under a freshly renewed lease: once it is lost, what is left is the new holder's to send."""
     window_s = settings.alert_rate_window_s
     async with session_scope() as session:
         repo = AlertRepository(session)
@@ -161,9 +198,12 @@ async def _dispatch_sink(key: str, sink: AlertSink, now: datetime, settings: Set
     touched: list[str] = []
     for message in messages[:room]:
         ids = [letter.id for job_id in message.job_ids for letter in by_job.get(job_id, [])]
+        if not await lease.renew():
+            log.warning("alert dispatch lease lost; leaving the rest to its holder", extra={"sink": key})
+            return _SinkOutcome(f"sent {sent}; lease lost to another dispatcher", LEASE_LOST_RETRY_S, touched)
         try:
             with _alert_span(key, message.job_ids, traceparents):
-                await sink.send(message)
+                await _send_within(sink, message, send_bound_s(settings))
         except Exception as exc:  # AlertDeliveryError, or a broken sink: either way only this sink waits
             error = str(exc) or type(exc).__name__
             backoff_s = settings.alert_backoff.delay_s(max(attempts[i] for i in ids) + 1)
@@ -186,6 +226,18 @@ async def _dispatch_sink(key: str, sink: AlertSink, now: datetime, settings: Set
     if len(messages) > room:
         return _SinkOutcome(f"sent {sent}; rate limited", window_s / max(1, room), touched)
     return _SinkOutcome(f"sent {sent} message(s) naming {len(letters)} dead letter(s)", None, touched)
+
+
+async def _send_within(sink: AlertSink, message: AlertMessage, bound_s: float) -> None:
+    """`sink.send`, failed if it takes over `bound_s` (a peer trickling its answer, a stuck custom sink)."""
+    bound = asyncio.timeout(bound_s)
+    try:
+        async with bound:
+            await sink.send(message)
+    except TimeoutError as exc:
+        if not bound.expired():
+            raise  # the sink's own timeout, not ours
+        raise AlertDeliveryError(f"no answer within {bound_s:g} s") from exc
 
 
 async def _record_sent(key: str, letter_ids: list[str], job_ids: Sequence[str]) -> None:
