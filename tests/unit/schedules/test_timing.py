@@ -27,9 +27,9 @@ def local_fires(cron: str, tz: str, after: datetime, count: int) -> list[str]:
         # Clocks go back: 02:30 happens twice in Berlin (and 01:30 in New York); a 02:30 job fires once.
         ("Europe/Berlin", BERLIN_BACK, ["2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"]),
         ("America/New_York", NY_BACK, ["2026-11-01T02:30:00-05:00", "2026-11-02T02:30:00-05:00"]),
-        # Clocks go forward: 02:30 does not exist; it fires once, at the shifted instant (03:30 local).
-        ("Europe/Berlin", BERLIN_FORWARD, ["2026-03-29T03:30:00+02:00", "2026-03-30T02:30:00+02:00"]),
-        ("America/New_York", NY_FORWARD, ["2026-03-08T03:30:00-04:00", "2026-03-09T02:30:00-04:00"]),
+        # Clocks go forward: 02:30 does not exist; it fires once, as the gap ends (03:00 local).
+        ("Europe/Berlin", BERLIN_FORWARD, ["2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00"]),
+        ("America/New_York", NY_FORWARD, ["2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"]),
     ],
 )  # fmt: skip
 def test_a_daily_0230_fires_exactly_once_on_dst_days(
