@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from app.core import metrics, queue
+from app.core import failpoints, metrics, queue
 from app.core.config import get_settings
 from app.core.db import is_db_outage, session_scope
 from app.core.errors import Conflict, NotFound
@@ -33,6 +33,9 @@ BATCH = 100
 # that was down for a day records its last MAX_FIRES fires, not 86,400.
 MAX_FIRES = 1000
 MIN_GRACE = timedelta(seconds=1)
+# A manual run takes the first free millisecond from now among this many.
+MANUAL_SLOTS = 16
+_MILLISECOND = timedelta(milliseconds=1)
 
 
 class _Moved(Exception):
@@ -145,6 +148,10 @@ async def _fire_one(schedule_id: str, now: datetime) -> list[ReportJob]:
         fires = timing.fires_between(clock, row.next_fire_at, last, MAX_FIRES)
         period = timing.next_after(clock, fires[-1]) - fires[-1] if fires else None
         decisions = decide(row, fires, now, await _previous_busy(jobs, row), period)
+        # A fire recorded already (a manual run in its millisecond, or next_fire_at set back behind a fire by
+        # a writer with a late clock) has had its one job: it is passed over, never inserted again.
+        done = await runs.recorded_fires(row.id, fires[0], fires[-1]) if fires else set()
+        decisions = [d for d in decisions if d.fire not in done]
         records = []
         for decision in decisions:
             job_id = None
@@ -170,6 +177,7 @@ async def _fire_one(schedule_id: str, now: datetime) -> list[ReportJob]:
             values.update(last_fire_at=made[-1].scheduled_for, last_job_id=made[-1].id)
         if await runs.advance(row, values) != 1:
             raise _Moved(schedule_id)
+        await failpoints.hit("schedule.before_fire_commit")
     return made
 
 
@@ -182,20 +190,29 @@ async def _publish(made: list[ReportJob]) -> None:
 
 async def fire_due(now: datetime | None = None) -> int:
     """Fire every schedule due at `now`: returns the number of jobs submitted. A schedule another replica
-    fired first (unique key) or changed meanwhile is left alone; one that cannot fire is logged and left
-    due (retried next time); a database outage propagates to the caller, which backs off."""
+    fired first is left alone; one whose fire was recorded meanwhile (unique key) is looked at once more,
+    which passes that fire over; one that cannot fire is logged and left due (retried next time); a
+    database outage propagates to the caller, which backs off."""
     now = now or utcnow()
     submitted = 0
     leave_out: set[str] = set()
+    conflicted: set[str] = set()
     while True:
         async with session_scope() as session:
             due = await RunRepository(session).due_schedule_ids(now, BATCH, leave_out)
+        again = False
         for schedule_id in due:
             try:
                 made = await _fire_one(schedule_id, now)
             except (IntegrityError, _Moved):
+                # Looked at once more at once: that attempt sees the fires recorded meanwhile, passes them
+                # over and moves next_fire_at past them (a conflict never leaves the schedule stuck on them).
                 log.info("schedule fired elsewhere meanwhile", extra={"schedule_id": schedule_id})
-                leave_out.add(schedule_id)
+                if schedule_id in conflicted:
+                    leave_out.add(schedule_id)
+                else:
+                    conflicted.add(schedule_id)
+                    again = True
                 continue
             except Exception as exc:
                 if is_db_outage(exc):
@@ -207,7 +224,7 @@ async def fire_due(now: datetime | None = None) -> int:
                 leave_out.add(schedule_id)
             await _publish(made)
             submitted += len(made)
-        if len(due) < BATCH:
+        if len(due) < BATCH and not again:
             return submitted
 
 
@@ -219,7 +236,8 @@ async def earliest_fire() -> datetime | None:
 
 async def submit_manual_run(schedule: Schedule) -> ScheduleRun:
     """One job now for `schedule`, whatever its pause, overlap or dates, recorded as a manual run; its
-    fire_time is now to the millisecond. It becomes the schedule's latest job (`overlap: skip` waits for it).
+    fire_time is now to the millisecond (the next free one when a fire took that millisecond). It becomes the
+    schedule's latest job (`overlap: skip` waits for it); a fire of that very time is then passed over.
     """
     now = utcnow()
     now = now.replace(microsecond=now.microsecond // 1000 * 1000)
@@ -229,6 +247,9 @@ async def submit_manual_run(schedule: Schedule) -> ScheduleRun:
             row = await runs.lock_schedule(schedule.id)
             if row is None:
                 raise NotFound(f"No schedule {schedule.id!r}.")
+            taken = await runs.recorded_fires(row.id, now, now + _MILLISECOND * MANUAL_SLOTS)
+            while now in taken:
+                now += _MILLISECOND
             job = build_job(_spec(row, now), now)
             await jobs.add_job(job)
             run = ScheduleRun(

@@ -55,13 +55,32 @@ class RunRepository(Repository):
         return await self.first(stmt, Schedule)
 
     async def advance(self, row: Schedule, values: dict[str, Any]) -> int:
-        """Compare-and-set on the fire the caller acted on: 0 when the schedule was paused or moved since."""
+        """Compare-and-set on the fire the caller acted on and the version it read: 0 when the schedule was
+        paused, changed or moved since. Firing is not a change of the schedule: the version stays."""
         stmt = (
             SCHEDULES.update()
-            .where(sched.id == row.id, sched.next_fire_at == row.next_fire_at, sched.paused.is_(False))
+            .where(
+                sched.id == row.id,
+                sched.next_fire_at == row.next_fire_at,
+                sched.version == row.version,
+                sched.paused.is_(False),
+            )
             .values(**values)
         )
         return await self.rowcount(stmt)
+
+    async def recorded_fires(self, schedule_id: str, first: datetime, last: datetime) -> set[datetime]:
+        """The fire times from `first` to `last` (inclusive) already recorded, manual runs included (the
+        unique key's index)."""
+        stmt = select(RUNS.c.fire_time).where(
+            RUNS.c.schedule_id == schedule_id, RUNS.c.fire_time >= first, RUNS.c.fire_time <= last
+        )
+        return set(await self.all(stmt, datetime))
+
+    async def latest_fire(self, schedule_id: str) -> datetime | None:
+        """The latest fire time recorded (manual runs included): a next fire is never at or before it."""
+        stmt = select(func.max(RUNS.c.fire_time)).where(RUNS.c.schedule_id == schedule_id)
+        return await self.first(stmt, datetime)
 
     async def record_manual(self, row: Schedule, values: dict[str, Any]) -> int:
         """A manual run's job becomes the schedule's latest (compare-and-set on the job it replaces)."""

@@ -1,5 +1,8 @@
 """Use cases of schedules as the API and reportctl see them: create, read, list, patch, delete, pause, resume,
 trigger and the run records. Each opens its own transaction; jobs are made only when a schedule fires.
+
+A change writes only its own columns, as a compare-and-set on the schedule's `version`; a next fire it sets is
+always after every fire recorded, so no change (late clock, stale read) sets a schedule back behind a fire.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.callbacks.service import check_callback_url
 from app.core.db import session_scope
@@ -30,6 +34,10 @@ MAX_PREVIEW_SCAN = 2000
 # What a PATCH may not set to null (the create body gives them defaults or requires them).
 NOT_NULL: tuple[str, ...] = ("name", "report_type", "params", "timezone", "missed_runs", "max_catch_up")
 NOT_NULL += ("overlap", "exclude_dates", "paused")
+# The fields that move the fires: a PATCH naming one computes the next fire again.
+TIMING = frozenset({"cron", "interval_s", "timezone", "start_at", "end_at"})
+# How many times a PATCH reads, checks and writes when another change lands between its read and its write.
+PATCH_TRIES = 5
 _EPSILON = timedelta(microseconds=1)
 
 
@@ -173,23 +181,62 @@ def _merged(row: Schedule, patch: SchedulePatch) -> ScheduleCreate:
         ) from exc
 
 
-async def patch(schedule_id: str, scope: TenantScope, body: SchedulePatch) -> Schedule:
-    """Change any field; the next fire is computed again from now (no catch-up of the old definition)."""
+def _columns(changes: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """What a patch writes: the fields it names (as checked and stored), and the other of cron / interval_s
+    when it switches to one of them. Nothing else: a concurrent change of another field stays."""
+    names = set(changes)
+    for one, other in (("cron", "interval_s"), ("interval_s", "cron")):
+        if changes.get(one) is not None:
+            names.add(other)
+    return {name: values[name] for name in names}
+
+
+async def _next_fire_at(
+    session: AsyncSession, schedule_id: str, clock: Clock, start_at: datetime | None, end_at: datetime | None
+) -> datetime | None:
+    """The first fire after now and after every fire recorded (call it with the row locked, so none is
+    recorded meanwhile): an API host whose clock is behind the scheduler's never sets a schedule back to a
+    fire it has had."""
+    latest = await RunRepository(session).latest_fire(schedule_id)
     now = utcnow()
-    row = await get(schedule_id, scope)
-    merged = _merged(row, body)
-    values, clock = await _checked(row.tenant, merged, row.created_at)
-    values.update(next_fire_at=first_fire(clock, merged.start_at, merged.end_at, now), updated_at=now)
+    return first_fire(clock, start_at, end_at, max(now, latest) if latest is not None else now)
+
+
+async def _write_patch(row: Schedule, scope: TenantScope, columns: dict[str, Any], clock: Clock) -> bool:
+    """`columns` written if the schedule is still as `row` read it (False: it changed, read it again).
+    Naming a timing field, or un-pausing, sets the next fire again."""
     try:
         async with session_scope() as session:
             repo = ScheduleRepository(session)
-            if merged.name != row.name and await repo.get_by_name(row.tenant, merged.name) is not None:
-                raise Conflict(f"A schedule named {merged.name!r} exists already.")
-            if await repo.update(schedule_id, values) != 1:
-                raise NotFound(f"No schedule {schedule_id!r}.")
-    except IntegrityError as exc:
-        raise Conflict(f"A schedule named {merged.name!r} exists already.") from exc
-    return await get(schedule_id, scope)
+            locked = await repo.get(row.id, scope, lock=True)  # no fire is recorded until we commit
+            if locked is None:
+                raise NotFound(f"No schedule {row.id!r}.")
+            if locked.version != row.version:
+                return False
+            name = columns.get("name", row.name)
+            if name != row.name and await repo.get_by_name(row.tenant, name) is not None:
+                raise Conflict(f"A schedule named {name!r} exists already.")
+            values = dict(columns)
+            if TIMING & columns.keys() or (row.paused and columns.get("paused") is False):
+                start_at, end_at = columns.get("start_at", row.start_at), columns.get("end_at", row.end_at)
+                values["next_fire_at"] = await _next_fire_at(session, row.id, clock, start_at, end_at)
+            values["updated_at"] = utcnow()
+            return await repo.update_if_version(row.id, row.version, values) == 1
+    except IntegrityError as exc:  # a concurrent create or rename took the name
+        raise Conflict(f"A schedule named {columns.get('name')!r} exists already.") from exc
+
+
+async def patch(schedule_id: str, scope: TenantScope, body: SchedulePatch) -> Schedule:
+    """Change the fields named, and only them, at once (a concurrent change of other fields, a pause or a
+    fire stays). Naming cron, interval_s, timezone, start_at or end_at (or un-pausing) computes the next fire
+    again from now (no catch-up of the old definition), never at or before a fire already recorded."""
+    for _ in range(PATCH_TRIES):
+        row = await get(schedule_id, scope)
+        merged = _merged(row, body)
+        values, clock = await _checked(row.tenant, merged, row.created_at)
+        if await _write_patch(row, scope, _columns(body.changes(), values), clock):
+            return await get(schedule_id, scope)
+    raise Conflict(f"Schedule {schedule_id} kept changing while it was patched; try again.")
 
 
 async def delete(schedule_id: str, scope: TenantScope) -> None:
@@ -202,26 +249,28 @@ async def delete(schedule_id: str, scope: TenantScope) -> None:
 
 
 async def pause(schedule_id: str, scope: TenantScope) -> Schedule:
-    """No fire is acted on or recorded while paused; pausing a paused schedule changes nothing."""
+    """No fire is acted on or recorded while paused; pausing a paused schedule changes nothing. One
+    column-wise step: whatever else changes meanwhile, the schedule ends paused."""
     row = await get(schedule_id, scope)
     if not row.paused:
         async with session_scope() as session:
-            await ScheduleRepository(session).update(schedule_id, {"paused": True, "updated_at": utcnow()})
+            await ScheduleRepository(session).pause(schedule_id, {"updated_at": utcnow()})
     return await get(schedule_id, scope)
 
 
 async def resume(schedule_id: str, scope: TenantScope) -> Schedule:
-    """Back to firing from the next future fire: the fires of the paused period are not caught up."""
-    row = await get(schedule_id, scope)
-    if row.paused:
-        now = utcnow()
-        values = {
-            "paused": False,
-            "next_fire_at": first_fire(clock_of(row), row.start_at, row.end_at, now),
-            "updated_at": now,
-        }
-        async with session_scope() as session:
-            await ScheduleRepository(session).update(schedule_id, values)
+    """Back to firing from the next future fire: the fires of the paused period are not caught up (a manual
+    run's time is never fired again)."""
+    async with session_scope() as session:
+        repo = ScheduleRepository(session)
+        row = await repo.get(schedule_id, scope, lock=True)
+        if row is None:
+            raise NotFound(f"No schedule {schedule_id!r}.")
+        if row.paused:
+            fire = await _next_fire_at(session, row.id, clock_of(row), row.start_at, row.end_at)
+            values = {"paused": False, "next_fire_at": fire, "updated_at": utcnow()}
+            if await repo.update_if_version(schedule_id, row.version, values) != 1:
+                raise Conflict(f"Schedule {schedule_id} changed while it was resumed; try again.")
     return await get(schedule_id, scope)
 
 

@@ -16,7 +16,7 @@ from app.schedules.repository import ScheduleFilter, ScheduleRepository
 from tests.utils.jobs import parse_ts
 from tests.utils.keys import make_key
 from tests.utils.problems import BOGUS_ID, assert_problem
-from tests.utils.schedules import DAILY, create_schedule, insert_fired_job
+from tests.utils.schedules import DAILY, create_schedule, insert_fired_job, make_due
 
 
 async def _count_schedules() -> int:
@@ -211,9 +211,7 @@ async def test_pause_empties_the_next_fires_and_resume_restarts_from_the_next_fu
     assert paused.status_code == 200 and paused.json()["paused"] is True
     assert paused.json()["next_fire_times"] == []
     assert (await client.post(f"{url}/pause", headers=auth)).json()["paused"] is True
-    async with session_scope() as session:
-        repo = ScheduleRepository(session)
-        await repo.update(created["id"], {"next_fire_at": datetime(2020, 1, 1, tzinfo=UTC)})
+    await make_due(created["id"], datetime(2020, 1, 1, tzinfo=UTC))
     before = datetime.now(UTC)
     resumed = await client.post(f"{url}/resume", headers=auth)
     assert resumed.status_code == 200 and resumed.json()["paused"] is False
