@@ -6,7 +6,8 @@ arq's own keys stay as they are (the message, its in-progress key, the queue ZSE
 Keys (all under `ro:d:`):
 - `lane:{p}\\t{tenant}\\t{type}` ZSET arq id → due ms; `meta` HASH arq id → its lane;
 - `prios` ZSET of priorities with waiting lanes; `tenants:{p}` ZSET tenant → pass (virtual time: a
-  start adds 1/weight, a tenant joining starts at the lowest pass waiting); `types:{p}\\t{tenant}` SET;
+  start adds 1/weight, a tenant joining starts at the lowest pass waiting, a tenant with nothing it may
+  start now is lifted to the pass of the one that starts); `types:{p}\\t{tenant}` SET;
 - `claims` HASH job id → "arq id\\ttenant\\ttype" (a slot held; arq id `*` after a rebuild), `claimed_at`
   ZSET job id → ms, `run:type` / `run:tenant` HASH → slots held;
 - policy: `cap:type`, `cap:tenant`, `weight` HASHes, `cap:tenant_default`, `paused` SET of

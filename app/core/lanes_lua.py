@@ -201,13 +201,17 @@ local claimed, next_due = {}, -1
 local function note_future(score)
   if score > now and (next_due < 0 or score < next_due) then next_due = score end
 end
--- The due head of the best lane of the first open tenant in pass order, highest priority first.
+-- The due head of the best lane of the first open tenant in pass order, highest priority first. Virtual
+-- time is the pass of that tenant: a tenant ahead of it with nothing it may start now (deferred, paused,
+-- capped) is lifted to it, so it banks no credit while it waits and comes back level, not owed every slot.
 local function pick()
   for _, p in ipairs(redis.call('zrevrange', P .. 'prios', 0, -1)) do
-    local tenants = redis.call('zrange', P .. 'tenants:' .. p, 0, -1)
-    for _, t in ipairs(tenants) do
+    local tz = P .. 'tenants:' .. p
+    local ranked = redis.call('zrange', tz, 0, -1, 'WITHSCORES')
+    for i = 1, #ranked, 2 do
+      local t = ranked[i]
+      local best, best_score, best_type
       if tenant_open(t) then
-        local best, best_score, best_type
         for _, r in ipairs(redis.call('smembers', P .. 'types:' .. p .. '\t' .. t)) do
           if type_open(r) then
             local head = redis.call('zrange', lane_key(p .. '\t' .. t .. '\t' .. r), 0, 0, 'WITHSCORES')
@@ -223,7 +227,13 @@ local function pick()
             end
           end
         end
-        if best then return p, t, best_type, best, best_score end
+      end
+      if best then
+        local pass = ranked[i + 1]
+        for j = 1, i - 2, 2 do
+          if tonumber(ranked[j + 1]) < tonumber(pass) then redis.call('zadd', tz, 'XX', pass, ranked[j]) end
+        end
+        return p, t, best_type, best, best_score
       end
     end
   end
