@@ -17,6 +17,7 @@ from arq.jobs import SerializationError, deserialize_job_raw, serialize_result
 from arq.utils import args_to_string, ms_to_datetime, timestamp_ms, truncate
 from arq.worker import JobExecutionFailed, Retry, RetryJob, Worker, no_result
 
+from app.core import failpoints
 from app.core.lanes_lua import RETRY_KEY_TTL_S
 
 # arq's own logger, so its lines (and their levels, app/core/logs.py) stay as arq writes them.
@@ -36,6 +37,7 @@ class Claimed:
 
 async def run_claimed(worker: Worker, job: Claimed) -> None:
     """arq's run_job from the point its pipeline returns; `worker` supplies the functions and settings."""
+    await failpoints.hit("claim.after_claim")
     job_id, score, job_try = job.job_id, job.score, job.job_try
     start_ms = timestamp_ms()
     function_name, enqueue_time_ms = "<unknown>", 0

@@ -8,8 +8,11 @@ Keys (all under `ro:d:`):
 - `prios` ZSET of priorities with waiting lanes; `tenants:{p}` ZSET tenant → pass (virtual time: a
   start adds 1/weight, a tenant joining starts at the lowest pass waiting, a tenant with nothing it may
   start now is lifted to the pass of the one that starts); `types:{p}\\t{tenant}` SET;
-- `claims` HASH job id → "arq id\\ttenant\\ttype" (a slot held; arq id `*` after a rebuild), `claimed_at`
-  ZSET job id → ms, `run:type` / `run:tenant` HASH → slots held;
+- `msg` HASH job id → its one message (queued, in a lane or in progress: an enqueue of a job that has one
+  adds none); `again` SET of jobs whose running message runs once more if it ends without running again;
+- `claims` HASH job id → "arq id\\ttenant\\ttype" (a slot held; arq id `*` after a rebuild, taken over by
+  the job's next claimed message), `claimed_at` ZSET job id → ms, `run:type` / `run:tenant` HASH → slots
+  held; a message is only ever handed out holding its job's slot (a second message of a job is dropped);
 - policy: `cap:type`, `cap:tenant`, `weight` HASHes, `cap:tenant_default`, `paused` SET of
   "type\\tNAME" / "tenant\\tNAME"; `ready` is set once the state was rebuilt from MySQL.
 """

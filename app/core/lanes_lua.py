@@ -27,10 +27,11 @@ end
 """
 )
 
-# Shared Lua: key names, joining a lane, dropping empty lanes, releasing a claim.
+# Shared Lua: key names, joining a lane, dropping empty lanes, a job's one message, releasing a claim.
 _LIB = r"""
 local P = 'ro:d:'
 local function lane_key(lane) return P .. 'lane:' .. lane end
+local function job_of(arq_id) return string.match(arq_id, '^[^:]+') end
 local function split3(s)
   local a, b, c = string.match(s, '^([^\t]*)\t([^\t]*)\t(.*)$')
   return a, b, c
@@ -66,6 +67,20 @@ local function leave_lane(arq_id)
     local p, tenant, rtype = split3(lane)
     drop_if_empty(p, tenant, rtype)
   end
+end
+-- A job's one message (`msg`) and its `again` mark go with the message.
+local function forget(job_id, arq_id)
+  if redis.call('hget', P .. 'msg', job_id) == arq_id then
+    redis.call('hdel', P .. 'msg', job_id)
+    redis.call('srem', P .. 'again', job_id)
+  end
+end
+local function drop_message(queue, arq_id)
+  leave_lane(arq_id)
+  redis.call('hdel', P .. 'meta', arq_id)
+  redis.call('del', 'arq:job:' .. arq_id, 'arq:in-progress:' .. arq_id, 'arq:retry:' .. arq_id)
+  redis.call('zrem', queue, arq_id)
+  forget(job_of(arq_id), arq_id)
 end
 -- One slot fewer held in `hash` for `name`; returns how many were held before.
 local function uncount(hash, name)
@@ -116,34 +131,49 @@ local function release(job_id, arq_id)
 end
 """
 
-# arq's enqueue (dedup on the job and result keys, write the message, add it to the queue) plus its lane.
-# KEYS[1] the queue; ARGV[1] the wake channel, then per message: expiry (ms), message, score, arq id, lane.
-# Returns per message {1 if it was queued (or put back in its lane), 0 if already there} and {why it
-# would not start now (see `why`)}.
+# arq's enqueue plus its lane, one message per job whatever its arq id (a rescue's or wake-up's has a suffix);
+# a job whose message is running gets it once more when it ends without running again (`again`). KEYS[1] the
+# queue; ARGV[1] the wake channel, then per message: expiry (ms; 0: none), message, score, arq id, lane.
+# Returns per message {1 if queued (or the job's message put back in its lane), 0 if the job has its message}
+# and {why it would not start now (see `why`)}.
 ENQUEUE_LUA = (
     _LIB
     + r"""
 local queued, flags, reasons = 0, {}, {}
 for i = 2, #ARGV, 5 do
-  local arq_id = ARGV[i + 3]
-  local _, tenant, rtype = split3(ARGV[i + 4])
+  local arq_id, lane = ARGV[i + 3], ARGV[i + 4]
+  local _, tenant, rtype = split3(lane)
   reasons[#reasons + 1] = why(tenant, rtype)
   flags[#flags + 1] = 0
-  local job_key = 'arq:job:' .. arq_id
-  if redis.call('exists', job_key, 'arq:result:' .. arq_id) == 0 then
-    redis.call('psetex', job_key, ARGV[i], ARGV[i + 1])
-    redis.call('zadd', KEYS[1], ARGV[i + 2], arq_id)
-    join_lane(arq_id, ARGV[i + 2], ARGV[i + 4])
-    queued = queued + 1
-    flags[#flags] = 1
-  elseif redis.call('exists', job_key) == 1 and redis.call('exists', 'arq:in-progress:' .. arq_id) == 0 then
-    -- Queued but in no lane and held by nobody (its holder died before it could hand it back): repair.
-    local lane = redis.call('hget', P .. 'meta', arq_id) or ARGV[i + 4]
-    if not redis.call('zscore', lane_key(lane), arq_id) then
-      join_lane(arq_id, redis.call('zscore', KEYS[1], arq_id) or ARGV[i + 2], lane)
-      redis.call('zadd', KEYS[1], 'NX', ARGV[i + 2], arq_id)
+  local job_id = job_of(arq_id)
+  local held = redis.call('hget', P .. 'msg', job_id)
+  if held and redis.call('exists', 'arq:job:' .. held) == 0 then held = nil end
+  -- This very message, untracked (queued by an older release): adopted.
+  if not held and redis.call('exists', 'arq:job:' .. arq_id) == 1 then held = arq_id end
+  if not held then
+    if redis.call('exists', 'arq:result:' .. arq_id) == 0 then
+      local job_key = 'arq:job:' .. arq_id
+      if tonumber(ARGV[i]) > 0 then redis.call('psetex', job_key, ARGV[i], ARGV[i + 1])
+      else redis.call('set', job_key, ARGV[i + 1]) end
+      redis.call('zadd', KEYS[1], ARGV[i + 2], arq_id)
+      join_lane(arq_id, ARGV[i + 2], lane)
+      redis.call('hset', P .. 'msg', job_id, arq_id)
       queued = queued + 1
       flags[#flags] = 1
+    end
+  else
+    redis.call('hset', P .. 'msg', job_id, held)
+    if redis.call('exists', 'arq:in-progress:' .. held) == 1 then
+      redis.call('sadd', P .. 'again', job_id)
+    else
+      -- Queued but in no lane and held by nobody (its holder died before it could hand it back): repair.
+      local its_lane = redis.call('hget', P .. 'meta', held) or lane
+      if not redis.call('zscore', lane_key(its_lane), held) then
+        join_lane(held, redis.call('zscore', KEYS[1], held) or ARGV[i + 2], its_lane)
+        redis.call('zadd', KEYS[1], 'NX', ARGV[i + 2], held)
+        queued = queued + 1
+        flags[#flags] = 1
+      end
     end
   end
 end
@@ -244,25 +274,38 @@ while #claimed < CLAIMED_FIELDS * slots do
   if not p then break end
   redis.call('zrem', lane_key(p .. '\t' .. t .. '\t' .. r), arq_id)
   drop_if_empty(p, t, r)
+  local job_id = job_of(arq_id)
   local in_progress = 'arq:in-progress:' .. arq_id
   if redis.call('exists', 'arq:job:' .. arq_id) == 0 then
     redis.call('hdel', P .. 'meta', arq_id)  -- the message expired: arq would drop it too
     redis.call('zrem', KEYS[1], arq_id)
+    forget(job_id, arq_id)
   elseif redis.call('exists', in_progress) == 0 then
-    redis.call('psetex', in_progress, lease_ms, '1')
-    local job_id = string.match(arq_id, '^[^:]+')
-    if redis.call('hsetnx', P .. 'claims', job_id, arq_id .. '\t' .. t .. '\t' .. r) == 1 then
-      local by_type = running(run_type, P .. 'run:type', r)
-      local by_tenant = running(run_tenant, P .. 'run:tenant', t)
-      redis.call('zadd', P .. 'claimed_at', now, job_id)
-      redis.call('hincrby', P .. 'run:type', r, 1)
-      redis.call('hincrby', P .. 'run:tenant', t, 1)
-      run_type[r], run_tenant[t] = by_type + 1, by_tenant + 1
+    local claim = redis.call('hget', P .. 'claims', job_id)
+    local holder = claim and string.match(claim, '^[^\t]*')
+    if holder and holder ~= arq_id and holder ~= '*' then
+      -- A second message of a job whose slot another message holds goes; the holder carries the job.
+      drop_message(KEYS[1], arq_id)
+      if redis.call('exists', 'arq:job:' .. holder) == 1 then
+        redis.call('hset', P .. 'msg', job_id, holder)
+        redis.call('sadd', P .. 'again', job_id)
+      end
+    else
+      redis.call('psetex', in_progress, lease_ms, '1')
+      if not claim then
+        run_type[r] = redis.call('hincrby', P .. 'run:type', r, 1)
+        run_tenant[t] = redis.call('hincrby', P .. 'run:tenant', t, 1)
+      end
+      -- A new slot, or the one rebuilt for this job after a flush (already counted): this message holds it.
+      if holder ~= arq_id then
+        redis.call('hset', P .. 'claims', job_id, arq_id .. '\t' .. t .. '\t' .. r)
+        redis.call('zadd', P .. 'claimed_at', now, job_id)
+      end
+      if redis.call('zscore', P .. 'tenants:' .. p, t) then
+        redis.call('zincrby', P .. 'tenants:' .. p, 1 / (weight[t] or 1), t)
+      end
+      claimed_message(claimed, arq_id, score, aborts)
     end
-    if redis.call('zscore', P .. 'tenants:' .. p, t) then
-      redis.call('zincrby', P .. 'tenants:' .. p, 1 / (weight[t] or 1), t)
-    end
-    claimed_message(claimed, arq_id, score, aborts)
   end
   -- else another worker holds it: its finish puts it back in its lane if it is to run again
 end
@@ -271,21 +314,22 @@ return {claimed, tostring(next_due)}
 )
 
 # arq's finish_job for several messages, plus their slots and lanes. KEYS[1] the queue; ARGV[1] the wake
-# channel, then per message: arq id, finish (1/0), result data ('' none), result px ('' forever),
-# incr score ('' none), keep in progress ms ('' delete it). A message run again goes back to its lane.
+# channel, then per message: arq id, finish (1/0), result data ('' none), result px ('' forever), incr score
+# ('' none), keep in progress ms ('' delete it). A message run again (or `again`) goes back to its lane; one
+# dropped while it ran (a worker declared lost, still alive) finds nothing to put back or take away.
 FINISH_LUA = (
     _LIB
     + r"""
 local wake = false
 for i = 2, #ARGV, 6 do
   local arq_id = ARGV[i]
-  local in_progress = 'arq:in-progress:' .. arq_id
-  if ARGV[i + 5] == '' then
-    redis.call('del', in_progress)
-  else
-    redis.call('pexpire', in_progress, ARGV[i + 5])
-  end
-  if ARGV[i + 1] == '1' then
+  local job_id = job_of(arq_id)
+  local in_progress, keep_ms = 'arq:in-progress:' .. arq_id, ARGV[i + 5]
+  if keep_ms == '' then redis.call('del', in_progress) else redis.call('pexpire', in_progress, keep_ms) end
+  local tracked = redis.call('hget', P .. 'msg', job_id) == arq_id
+  local score = redis.call('exists', 'arq:job:' .. arq_id) == 1 and redis.call('zscore', KEYS[1], arq_id)
+  local again = ARGV[i + 1] == '1' and score and tracked and redis.call('srem', P .. 'again', job_id) == 1
+  if ARGV[i + 1] == '1' and not again then
     if ARGV[i + 2] ~= '' then
       if ARGV[i + 3] == '' then redis.call('set', 'arq:result:' .. arq_id, ARGV[i + 2])
       else redis.call('set', 'arq:result:' .. arq_id, ARGV[i + 2], 'PX', ARGV[i + 3]) end
@@ -295,14 +339,15 @@ for i = 2, #ARGV, 6 do
     redis.call('zrem', KEYS[1], arq_id)
     leave_lane(arq_id)
     redis.call('hdel', P .. 'meta', arq_id)
-  else
-    if ARGV[i + 4] ~= '' then redis.call('zincrby', KEYS[1], ARGV[i + 4], arq_id) end
+    forget(job_id, arq_id)
+  elseif score then
+    if ARGV[i + 4] ~= '' and not again then score = redis.call('zincrby', KEYS[1], ARGV[i + 4], arq_id) end
+    if tracked then redis.call('srem', P .. 'again', job_id) end  -- it runs again anyway
     local lane = redis.call('hget', P .. 'meta', arq_id)
-    local score = redis.call('zscore', KEYS[1], arq_id)
-    if lane and score then join_lane(arq_id, score, lane) end
-    if ARGV[i + 4] == '' then wake = true end  -- handed back, due now: another worker may take it
+    if lane then join_lane(arq_id, score, lane) end
+    if again or ARGV[i + 4] == '' then wake = true end  -- due now: another worker may take it
   end
-  if release(string.match(arq_id, '^[^:]+'), arq_id) == 1 then wake = true end
+  if release(job_id, arq_id) == 1 then wake = true end
 end
 if wake then redis.call('publish', ARGV[1], '1') end
 return 1
@@ -321,12 +366,7 @@ for i = 2, #ARGV do
     local holder = string.match(claim, '^[^\t]*')
     release(ARGV[i], '')
     released = released + 1
-    if holder ~= '*' then
-      leave_lane(holder)
-      redis.call('hdel', P .. 'meta', holder)
-      redis.call('del', 'arq:job:' .. holder, 'arq:in-progress:' .. holder, 'arq:retry:' .. holder)
-      redis.call('zrem', KEYS[1], holder)
-    end
+    if holder ~= '*' then drop_message(KEYS[1], holder) end
   end
 end
 if released > 0 then redis.call('publish', ARGV[1], '1') end

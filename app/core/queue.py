@@ -111,7 +111,9 @@ async def close_pool() -> None:
     _connection = None
 
 
-EXPIRES_EXTRA_MS = 86_400_000  # arq's default: a message not started within a day of its due time expires
+# No expiry (arq's default: a day past the due time): a message waits as long as its job legitimately does (a
+# pause, a full cap, a backlog); it leaves when it runs, or when a worker finds its job no longer startable.
+NO_EXPIRY = 0
 
 
 def arq_job_id(job_id: str, replay_count: int, suffix: str | None = None) -> str:
@@ -128,8 +130,9 @@ async def enqueue_run(
     lane: Lane | None = None,
 ) -> bool:
     """Put a report job on the main queue, in its `lane` (priority, tenant, report type): True if a new
-    message was queued (or a queued one nobody held was put back in its lane), False if it was already
-    there (arq's dedup) or Redis refused (logged). Never raises.
+    message was queued (or a queued one nobody held was put back in its lane), False if the job already has
+    its message (whatever its arq id: one message per job) or Redis refused (logged). Never raises. A job
+    whose message is running gets it once more if that run ends without running the job again.
 
     `traceparent` (the job's trace context) rides as a keyword argument of the message, so the attempt span
     covers picking the job up; dedup stays on the arq job id, and a message without it still works."""
@@ -160,7 +163,7 @@ class RunMessage:
 
 
 async def _enqueue(messages: Sequence[RunMessage]) -> tuple[list[bool], list[Wait | None]]:
-    """arq's enqueue_job for every message in one script call (dedup on the job and result keys, the
+    """arq's enqueue_job for every message in one script call (dedup on the job: one message each; the
     message, the queue) plus each message's lane, and one wake-up if anything was queued. Returns, per
     message, whether it was queued and what would keep it waiting now (a pause, a full cap)."""
     connection = await _connect()
@@ -172,7 +175,7 @@ async def _enqueue(messages: Sequence[RunMessage]) -> tuple[list[bool], list[Wai
         score = int(defer_until.timestamp() * 1000) if defer_until is not None else now_ms
         kwargs = {"traceparent": message.traceparent} if message.traceparent else {}
         payload = serialize_job(RUN_REPORT, (message.job_id,), kwargs, None, now_ms, serializer=serialize)
-        args += (max(1, score - now_ms) + EXPIRES_EXTRA_MS, payload, score, arq_id, message.lane.encoded())
+        args += (NO_EXPIRY, payload, score, arq_id, message.lane.encoded())
     queued, waits = await connection.scripts.enqueue(keys=[get_settings().queue_name], args=args)
     return [bool(flag) for flag in queued], [Wait.parse(wait) for wait in waits]
 
