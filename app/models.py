@@ -62,6 +62,8 @@ class ReportJob(SQLModel, table=True):
         sa.UniqueConstraint("tenant", "idempotency_key", name="uq_report_jobs_tenant_idem"),
         sa.Index("ix_report_jobs_tenant_id", "tenant", "id"),
         sa.Index("ix_report_jobs_status_next", "status", "next_attempt_at"),
+        # Reconciliation's keyset pages: one waiting status, in id order (app/maintenance/reconcile.py).
+        sa.Index("ix_report_jobs_status_id", "status", "id"),
         sa.Index("ix_report_jobs_status_heartbeat", "status", "heartbeat_at"),
         sa.Index("ix_report_jobs_status_finished", "status", "finished_at"),
         sa.Index("ix_report_jobs_ordering", "tenant", "ordering_key", "ordering_seq"),

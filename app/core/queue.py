@@ -324,6 +324,25 @@ async def queue_lengths() -> dict[str, int]:
     return {"main": int(main), "dead_letter": int(dead_letter)}
 
 
+async def sweep_state(name: str) -> dict[str, str]:
+    """A periodic sweep's small state hash in Redis (a cursor, say), shared by every scheduler replica; empty
+    when Redis lost it (a flush), which the sweep may take as a sign that Redis lost everything else too."""
+    async with (await get_pool()).pipeline(transaction=False) as pipe:
+        pipe.hgetall(f"ro:sweep:{name}")
+        [state] = await pipe.execute()
+    return {_text(k): _text(v) for k, v in state.items()}
+
+
+async def save_sweep_state(name: str, values: dict[str, str]) -> None:
+    async with (await get_pool()).pipeline(transaction=False) as pipe:
+        pipe.hset(f"ro:sweep:{name}", mapping=values)
+        await pipe.execute()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 async def try_lock(name: str, ttl_s: float) -> Lock | None:
     """A non-blocking Redis lock (released on exit or after ttl_s); None if someone else holds it."""
     pool = await get_pool()

@@ -116,23 +116,24 @@ async def release_slots(job_ids: Sequence[str]) -> int:
     return await queue.release_slots(job_ids)
 
 
-async def sweep_slots(older_than_s: float | None = None) -> int:
+async def sweep_slots(older_than_s: float | None = None) -> list[str]:
     """Free slots held longer than `older_than_s` (STUCK_AFTER_S) by jobs MySQL says are not running:
     the worker that claimed them died before it started them, or the slot was rebuilt for a job that ended
-    meanwhile. Their messages are dropped too, so the reconciliation enqueues the jobs afresh."""
+    meanwhile. Their messages are dropped too; returns the jobs, for the reconciliation to enqueue afresh."""
     if older_than_s is None:
         older_than_s = get_settings().stuck_after_s
     held = await queue.slots_held()
     cutoff_ms = time.time() * 1000 - older_than_s * 1000
     old = [job_id for job_id, (_, since_ms) in held.items() if since_ms <= cutoff_ms]
     if not old:
-        return 0
+        return []
     async with session_scope() as session:
         running = await FairShareRepository(session).running_among(old)
     stale = [job_id for job_id in old if job_id not in running]
     if stale:
         log.warning("freeing slots of jobs that are not running", extra={"jobs": stale[:20]})
-    return await queue.release_slots(stale)
+        await queue.release_slots(stale)
+    return stale
 
 
 # ---- why a job waits ------------------------------------------------------------------------------------

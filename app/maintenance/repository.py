@@ -1,16 +1,18 @@
-"""SQL of the scheduler's sweeps: jobs MySQL says should be queued, and finished jobs past retention
-(deleted with their attempts, callback deliveries and steps).
+"""SQL of the scheduler's sweeps: jobs waiting to run, a keyset page at a time (reconciliation), and finished
+jobs past retention (deleted with their attempts, callback deliveries and steps).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, delete, or_, select
+from sqlalchemy import Select, delete, or_, select
 
 from app.core.repository import Repository, table_of
-from app.core.states import TERMINAL, JobStatus, values
+from app.core.states import TERMINAL, WAITING, JobStatus, values
 from app.models import CallbackDelivery, DeadLetter, JobAttempt, JobStep, ReportJob
 
 JOBS = table_of(ReportJob)
@@ -20,22 +22,68 @@ letter = table_of(DeadLetter).c
 JOB_CHILDREN = (table_of(JobAttempt), table_of(CallbackDelivery), table_of(JobStep))
 
 
+@dataclass(frozen=True)
+class WaitingJob:
+    """What reconciliation needs of a job waiting to run: its message's id, when it is due, its trace, its
+    lane."""
+
+    id: str
+    status: JobStatus
+    replay_count: int
+    next_attempt_at: datetime | None
+    run_at: datetime | None
+    updated_at: datetime
+    traceparent: str | None
+    priority: int
+    tenant: str
+    report_type: str
+
+    @classmethod
+    def of(cls, row: Any) -> WaitingJob:
+        return cls(row[0], JobStatus(row[1]), *row[2:])
+
+
+WAITING_COLUMNS = (
+    job.id,
+    job.status,
+    job.replay_count,
+    job.next_attempt_at,
+    job.run_at,
+    job.updated_at,
+    job.traceparent,
+    job.priority,
+    job.tenant,
+    job.report_type,
+)
+
+
+def waiting_page_query(status: JobStatus, after_id: str, limit: int) -> Select[Any]:
+    """Up to `limit` jobs in `status` with an id above `after_id`, in id order. The page's ids come from a
+    range of the (status, id) index alone, then each row by its key: a page reads `limit` index entries and
+    `limit` rows whatever the backlog and wherever the cursor is (one status per query: an OR over statuses
+    scans the primary key; reading the columns straight off the index made MariaDB scan the status from its
+    first entry)."""
+    page = (
+        select(job.id)
+        .where(job.status == status.value, job.id > after_id)
+        .order_by(job.id)
+        .limit(limit)
+        .subquery("page")
+    )
+    return select(*WAITING_COLUMNS).select_from(JOBS.join(page, page.c.id == job.id)).order_by(job.id)
+
+
 class MaintenanceRepository(Repository):
-    async def jobs_due_for_enqueue(self, now: datetime, older_than: datetime, limit: int) -> list[ReportJob]:
-        """Jobs MySQL says should be in the queue: pending, retrying past backoff, scheduled past run_at."""
-        stmt = (
-            select(ReportJob)
-            .where(
-                or_(
-                    and_(job.status == JobStatus.PENDING.value, job.updated_at <= older_than),
-                    and_(job.status == JobStatus.RETRYING.value, job.next_attempt_at <= now),
-                    and_(job.status == JobStatus.SCHEDULED.value, job.run_at <= now),
-                )
-            )
-            .order_by(job.id)
-            .limit(limit)
-        )
-        return await self.all(stmt, ReportJob)
+    async def waiting_page(self, status: JobStatus, after_id: str, limit: int) -> list[WaitingJob]:
+        stmt = waiting_page_query(status, after_id, limit)
+        return [WaitingJob.of(row) for row in (await self.session.execute(stmt)).all()]
+
+    async def waiting_among(self, job_ids: Sequence[str]) -> list[WaitingJob]:
+        """Those of `job_ids` still waiting to run (pending, retrying, scheduled)."""
+        if not job_ids:
+            return []
+        stmt = select(*WAITING_COLUMNS).where(job.id.in_(list(job_ids)), job.status.in_(values(WAITING)))
+        return [WaitingJob.of(row) for row in (await self.session.execute(stmt)).all()]
 
     async def expired_job_ids(
         self, finished_before: datetime, idempotent_before: datetime, limit: int

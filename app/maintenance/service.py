@@ -2,8 +2,8 @@
 MySQL, re-publish pending alerts, archive dead letters, purge expired jobs and their files, and forget
 worker-registry rows silent for a day.
 
-Every action is idempotent (CAS updates, arq job-id dedup); a Redis lease just keeps replicas from
-doing the same work in the same tick.
+Every action is idempotent (CAS updates, one message per job in Redis); a Redis lease just keeps replicas
+from doing the same work in the same tick.
 """
 
 from __future__ import annotations
@@ -14,66 +14,20 @@ from typing import Any
 
 from app.attempts.service import declare_lost
 from app.callbacks.service import republish_due
-from app.core import queue, tracing
+from app.core import queue
 from app.core.config import get_settings
 from app.core.db import session_scope
-from app.core.states import JobStatus
 from app.core.storage import OutputStoreUnavailable, get_output_store
 from app.core.times import utcnow
 from app.dead_letters.service import archive_and_purge, republish_pending
 from app.fairshare import service as fairshare
-from app.fairshare.service import lane_of
 from app.fleet import service as fleet
+from app.maintenance.reconcile import grace_s, reconcile, reconcile_jobs
 from app.maintenance.repository import MaintenanceRepository
-from app.models import ReportJob
 
 log = logging.getLogger(__name__)
 
-RECONCILE_BATCH = 500
 PURGE_BATCH = 500
-
-
-def grace_s() -> float:
-    """A pending job or alert younger than this is probably being enqueued right now: leave it be."""
-    return min(2.0, get_settings().scan_interval_s)
-
-
-async def reconcile() -> int:
-    """Enqueue jobs MySQL says are due but Redis does not hold (after a flush, a restart, a lost enqueue),
-    and put back in its lane a queued message nobody holds (its claimer died): one script call for all.
-
-    A job that waits long is not a reason to re-enqueue it: caps, pauses and fair share make jobs wait by
-    design, and a message whose worker died is freed by `fairshare.sweep_slots` and then found here."""
-    now = utcnow()
-    # Jobs due before the next tick are enqueued now with their deferral, so a flush does not make them late.
-    horizon = now + timedelta(seconds=2 * get_settings().scan_interval_s + 1)
-    async with session_scope() as session:
-        jobs = await MaintenanceRepository(session).jobs_due_for_enqueue(
-            horizon, now - timedelta(seconds=grace_s()), RECONCILE_BATCH
-        )
-    messages = []
-    for job in jobs:
-        due_at = job.next_attempt_at if job.status == JobStatus.RETRYING else job.run_at
-        defer_until = due_at if job.status != JobStatus.PENDING and due_at and due_at > now else None
-        messages.append(
-            queue.RunMessage(job.id, job.replay_count, defer_until, job.traceparent, lane_of(job))
-        )
-    queued, _ = await queue.enqueue_messages(messages)
-    for job, was_queued in zip(jobs, queued, strict=True):
-        if was_queued:
-            _mark_reenqueued(job)
-    return sum(queued)
-
-
-def _mark_reenqueued(job: ReportJob) -> None:
-    """A `reenqueue` span in the job's own trace (linked to the scheduler tick that found it)."""
-    with tracing.span(
-        "reenqueue",
-        parent=job.traceparent,
-        links=[tracing.current_traceparent()],
-        attributes={"job.id": job.id, "job.status": job.status.value, "reenqueue.reason": "missing"},
-    ):
-        pass
 
 
 async def purge_expired_jobs() -> int:
@@ -119,8 +73,9 @@ async def run_tick(use_lease: bool = True) -> dict[str, Any]:
     report["lost"] = await declare_lost(settings.stuck_after_s)
     try:
         await fairshare.publish_policy()
-        report["slots_freed"] = await fairshare.sweep_slots()
-        report["reenqueued"] = await reconcile()
+        freed = await fairshare.sweep_slots()
+        report["slots_freed"] = len(freed)
+        report["reenqueued"] = await reconcile_jobs(freed) + await reconcile()
         report["alerts_republished"] = await republish_pending(grace_s())
         report["callbacks_republished"] = await republish_due()
     except Exception as exc:
