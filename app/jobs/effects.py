@@ -53,8 +53,9 @@ async def stage_terminal_effects(session: AsyncSession, job_id: str) -> Terminal
 async def wake_next_in_order(tenant: str, ordering_key: str, woken_by: str) -> None:
     """Enqueue the earliest pending job of an ordering key (it re-checks its predecessors itself).
 
-    The message id names the finished predecessor: a message of the successor's own may sit under a killed
-    worker's arq lease, and must not swallow this wake-up by deduplication."""
+    A job has one message (app/core/lanes.py): a wake-up of a job that has one adds none, and one whose
+    message is running asks it to run once more if it ends without starting the job (a Blocked start racing
+    this finish). The message id naming the predecessor only tells, in Redis, who woke it."""
     async with session_scope() as session:
         job = await JobRepository(session).next_in_order(tenant, ordering_key)
     if job is not None:
