@@ -9,6 +9,7 @@ timeout, a finished one loses its job, retry and in-progress keys and leaves the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from arq.connections import ArqRedis
@@ -18,28 +19,8 @@ from app.core import lanes, lanes_lua
 from app.core.queue import WAKE_CHANNEL
 from workers.running import Claimed
 
-# The dead-letter consumer's queue has no lanes: it is claimed in time order, as arq does.
-# KEYS[1] the queue; ARGV: now (ms), how many queue entries to look at, free slots, the in-progress timeout
-# (ms), '1' to take abort requests. Returns the claimed messages (CLAIMED_FIELDS values each) and the queue's
-# head with its score, for the wake-up timer. Like arq's WATCH/MULTI, a job whose in-progress key exists is
-# skipped.
-QUEUE_CLAIM_LUA = (
-    lanes_lua.CLAIMED_MESSAGE_LUA
-    + """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
-local slots = tonumber(ARGV[3])
-local claimed = {}
-for i = 1, #due, 2 do
-  if #claimed >= CLAIMED_FIELDS * slots then break end
-  local key = 'arq:in-progress:' .. due[i]
-  if redis.call('EXISTS', key) == 0 then
-    redis.call('PSETEX', key, ARGV[4], '1')
-    claimed_message(claimed, due[i], due[i + 1], ARGV[5] == '1')
-  end
-end
-return {claimed, redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')}
-"""
-)
+# The dead-letter consumer's queue has no lanes: it is claimed in time order, as arq does (queue_claim.lua).
+QUEUE_CLAIM_LUA = lanes_lua.CLAIMED_MESSAGE_LUA + Path(__file__).with_name("queue_claim.lua").read_text()
 
 
 @dataclass(frozen=True)
