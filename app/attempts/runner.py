@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 RECORD_OUTCOME_FOR_S = 120.0
 # How long a report that was cancelled (its time is up, or the worker stops) may take to end. One that ignores
 # the cancel is left behind after that: its attempt is recorded as timed out (or handed back) all the same,
-# well before arq's own limit (60 s above every report's timeout) would end the delivery and drop its message.
+# well before arq's own limit (60 s above every report's timeout) would end the delivery and drop its message;
+# a timed-out one still holds its delivery (message, slot) until it ends: no next attempt runs beside it.
 CANCEL_GRACE_S = 5.0
 
 
@@ -139,6 +140,7 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
     rtype = registry.get(job.report_type)
     outcome: AttemptOutcome | None = None
     error: dict[str, Any] | None = None
+    behind: list[asyncio.Task[Any]] = []  # a report that ignored its cancel (see CANCEL_GRACE_S)
     if rtype is None:
         outcome, error = (
             AttemptOutcome.FAILED,
@@ -153,7 +155,7 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
             outcome, error = classify(exc)
     if outcome is None and rtype is not None:
         work = run_steps(ctx, params, rtype, key) if rtype.steps else rtype.fn(ctx, params)  # type: ignore[misc]
-        outcome, error = await _run_report(ctx.run_and_publish(work), job.timeout_s, key, ctx)
+        outcome, error = await _run_report(ctx.run_and_publish(work), job.timeout_s, key, ctx, behind)
     tracing.annotate(
         span,
         {"attempt.outcome": outcome.value if outcome else AttemptOutcome.SUPERSEDED.value},
@@ -162,7 +164,12 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
     if outcome is None:
         await service.note_late_result(key, AttemptOutcome.SUPERSEDED)
         return RunResult(detail="stopped: attempt no longer ours")
-    return await _recorded(lambda: _record(key, outcome, error, ctx.output_info, span))
+    result = await _recorded(lambda: _record(key, outcome, error, ctx.output_info, span))
+    if behind:
+        # Settled, but its code still runs: the delivery (its message, its slot) stays held until it ends, so
+        # the job's next attempt never runs beside it; arq's own limit bounds the wait.
+        await asyncio.wait(behind)
+    return result
 
 
 async def _recorded(record: Callable[[], Awaitable[RunResult]]) -> RunResult:
@@ -211,7 +218,7 @@ def _span_error(error: dict[str, Any] | None) -> str:
 
 
 async def _run_report(
-    coro: Any, timeout_s: float, key: AttemptKey, ctx: ReportContext
+    coro: Any, timeout_s: float, key: AttemptKey, ctx: ReportContext, behind: list[asyncio.Task[Any]]
 ) -> tuple[AttemptOutcome | None, dict[str, Any] | None]:
     task: asyncio.Task[Any] = asyncio.ensure_future(coro)
     state: dict[str, str] = {}
@@ -224,7 +231,8 @@ async def _run_report(
             beat = asyncio.create_task(_heartbeat_loop(key, ctx, task, state))
             done, _ = await asyncio.wait({task}, timeout=timeout_s - first_s)
         if not done:
-            await _cancelled(task, key)
+            if not await _cancelled(task, key):
+                behind.append(task)
             return AttemptOutcome.TIMED_OUT, service.error_dict(
                 "TimeoutError", f"attempt exceeded its {timeout_s:g} s time limit", True
             )
@@ -251,12 +259,14 @@ async def _run_report(
                 await beat
 
 
-async def _cancelled(task: asyncio.Task[Any], key: AttemptKey) -> None:
+async def _cancelled(task: asyncio.Task[Any], key: AttemptKey) -> bool:
     """Cancel the report and give it CANCEL_GRACE_S to end; one that ignores the cancel is left running
-    (nothing can stop a coroutine that swallows it) and its attempt is settled without it."""
+    (nothing can stop a coroutine that swallows it) and its attempt is settled without it. True if it
+    ended."""
     task.cancel()
     with contextlib.suppress(BaseException):
         await asyncio.wait({task}, timeout=CANCEL_GRACE_S)
     if not task.done():
         extra = {"job_id": key.job_id, "attempt": key.attempt}
         log.warning("report ignored its cancel; left behind", extra=extra)
+    return task.done()

@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, bindparam, func, insert, literal, or_, select
-from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql import ColumnElement, Executable, Select
 
@@ -31,6 +30,7 @@ attempt = ATTEMPTS.c
 JOBS_INSERT = insert(JOBS)
 SEQUENCES = table_of(OrderingSequence)
 sequence = SEQUENCES.c
+_SEQUENCE_CREATE = insert(SEQUENCES).prefix_with("IGNORE")  # a key's row, if it has none yet
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class JobRepository(Repository):
             return
         row_values = [_new_row_values(row) for row in rows]
         by_key: dict[tuple[str, str], list[dict[str, object]]] = {}
-        for new in row_values:
+        for new in sorted(row_values, key=lambda values: str(values["id"])):  # ids follow request order
             if new["ordering_key"] and new["ordering_seq"] is None:
                 by_key.setdefault((str(new["tenant"]), str(new["ordering_key"])), []).append(new)
         for (tenant, key), keyed in sorted(by_key.items()):  # one lock order: two inserts cannot deadlock
@@ -95,20 +95,29 @@ class JobRepository(Repository):
     async def take_places(self, tenant: str, ordering_key: str, count: int) -> int:
         """The first of `count` new places on an ordering key. The key's sequence row stays locked until this
         transaction ends: whoever takes the next place waits for our commit, so a job with a lower place has
-        always committed before a higher one is even numbered (the order is the commit order)."""
-        place = {"tenant": tenant, "ordering_key": ordering_key, "last_seq": count}
-        upsert: Executable
-        if self.session.get_bind().dialect.name == "sqlite":
+        always committed before a higher one is even numbered (the order is the commit order).
+
+        On MySQL the row is created first, committed on its own (INSERT IGNORE in autocommit), and only then
+        bumped in this transaction: a first insert of a key that rolls back must not leave the submits queued
+        behind its uncommitted row to deadlock on the gap it leaves."""
+        bump: Executable
+        if self.session.get_bind().dialect.name == "sqlite":  # one writer at a time: no gap to deadlock on
+            place = {"tenant": tenant, "ordering_key": ordering_key, "last_seq": count}
             sqlite_stmt = sqlite_insert(SEQUENCES).values(place)
-            upsert = sqlite_stmt.on_conflict_do_update(
+            bump = sqlite_stmt.on_conflict_do_update(
                 index_elements=[sequence.tenant, sequence.ordering_key],
                 set_={"last_seq": sequence.last_seq + sqlite_stmt.excluded.last_seq},
             )
         else:
-            mysql_stmt = mysql_insert(SEQUENCES).values(place)
-            bumped = sequence.last_seq + mysql_stmt.inserted.last_seq
-            upsert = mysql_stmt.on_duplicate_key_update(last_seq=bumped)
-        await self.session.execute(upsert)
+            async with driver_autocommit() as tx:
+                new_key = {"tenant": tenant, "ordering_key": ordering_key, "last_seq": 0}
+                await tx.insert_many(_SEQUENCE_CREATE, [new_key])
+            bump = (
+                SEQUENCES.update()
+                .where(sequence.tenant == tenant, sequence.ordering_key == ordering_key)
+                .values(last_seq=sequence.last_seq + count)
+            )
+        await self.session.execute(bump)
         mine = and_(sequence.tenant == tenant, sequence.ordering_key == ordering_key)
         last = await self.first(select(sequence.last_seq).where(mine), int)
         assert last is not None
@@ -293,13 +302,15 @@ def _ordering_blocker(past_dead: bool) -> Select[tuple[str]]:
     blocks: ColumnElement[bool] = job.status.in_(unfinished)
     if not past_dead:
         blocks = or_(blocks, and_(job.status == JobStatus.DEAD.value, job.resolved_at.is_(None)))
+    # A running job of the key blocks whatever its place: a predecessor replayed while its successor runs
+    # waits for it, never runs beside it.
+    running = and_(job.status == JobStatus.RUNNING.value, job.id != bindparam("p_id"))
     return (
         select(job.id)
         .where(
             job.tenant == bindparam("p_tenant"),
             job.ordering_key == bindparam("p_key"),
-            job.ordering_seq < bindparam("p_seq"),
-            blocks,
+            or_(and_(job.ordering_seq < bindparam("p_seq"), blocks), running),
         )
         .order_by(job.ordering_seq)
         .limit(1)
@@ -314,8 +325,8 @@ SET_BLOCKED_BY = JOBS.update().where(job.id == bindparam("p_id")).values(blocked
 
 def ordering_blocker_query(row: ReportJob) -> tuple[Select[tuple[str]], dict[str, Any]]:
     """The id of the first job placed before `row` on the same (tenant, ordering_key) that must finish first
-    (any unfinished one, or a dead one not resolved by hand, unless `row` runs past dead ones), and its
-    parameters. Places follow commit order (`JobRepository.take_places`): a predecessor that committed late
-    is never missed."""
-    params = {"p_tenant": row.tenant, "p_key": row.ordering_key, "p_seq": row.ordering_seq}
+    (any unfinished one, or a dead one not resolved by hand, unless `row` runs past dead ones) or any other
+    running job of the key, and its parameters. Places follow commit order (`JobRepository.take_places`):
+    a predecessor that committed late is never missed."""
+    params = {"p_tenant": row.tenant, "p_key": row.ordering_key, "p_seq": row.ordering_seq, "p_id": row.id}
     return _ORDERING_BLOCKER[row.on_predecessor_dead == "continue"], params
