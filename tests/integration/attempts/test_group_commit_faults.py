@@ -45,7 +45,9 @@ async def test_a_deadlock_deciding_an_ordered_job_leaves_no_job_started_without_
     monkeypatch.setattr(
         service, "blocker_of", failing_once(service.blocker_of, lambda: failpoints.deadlock("test"))
     )
-    decisions = await asyncio.gather(*(group_commit.start_attempt(job_id, WORKER) for job_id in (plain, keyed)))
+    decisions = await asyncio.gather(
+        *(group_commit.start_attempt(job_id, WORKER) for job_id in (plain, keyed))
+    )
     assert all(isinstance(d, service.Started) for d in decisions), decisions
     for job_id in (plain, keyed):
         assert [a["outcome"] for a in await get_attempts(client, auth, job_id)] == ["running"]
@@ -77,7 +79,9 @@ async def test_a_start_whose_commit_answer_was_lost_is_answered_as_started(
     with failpoints.armed(
         "group_start.after_commit", failpoints.raising(lambda: failpoints.FailpointOutage("x"), times=1)
     ):
-        decisions = await asyncio.gather(*(group_commit.start_attempt(job_id, WORKER) for job_id in (plain, keyed)))
+        decisions = await asyncio.gather(
+            *(group_commit.start_attempt(job_id, WORKER) for job_id in (plain, keyed))
+        )
     assert all(isinstance(d, service.Started) for d in decisions), decisions
     for job_id in (plain, keyed):
         assert [a["outcome"] for a in await get_attempts(client, auth, job_id)] == ["running"]

@@ -1,5 +1,6 @@
-"""A report that ignores its cancel cannot keep its attempt unburnt: past its time limit and a short grace it
-is left behind and the attempt is recorded as timed out, long before arq's own limit would drop the message."""
+"""A report that ignores its cancel cannot keep its attempt unburnt: past its time limit and a short grace
+it is left behind and the attempt is recorded as timed out, long before arq's own limit would drop its
+message."""
 
 from __future__ import annotations
 

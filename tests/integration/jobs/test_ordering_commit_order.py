@@ -33,7 +33,9 @@ async def test_a_keyed_job_stamped_before_a_running_one_committed_after_it_waits
     assert isinstance(await group_commit.start_attempt(first, WORKER), service.Started)
     clock_behind(monkeypatch, "app.jobs.service", 5.0)
     late = await submit_id(client, auth, "demo.csv", job={"ordering_key": "k"}, rows=1)
-    assert (await get_job(client, auth, late))["created_at"] < (await get_job(client, auth, first))["created_at"]
+    assert (await get_job(client, auth, late))["created_at"] < (await get_job(client, auth, first))[
+        "created_at"
+    ]
     decision = await group_commit.start_attempt(late, WORKER)
     assert decision == service.Blocked(first), "two jobs of one ordering key would run at once"
     # Alone (a start that falls back from its batch) it is decided the same way.

@@ -1,4 +1,5 @@
-"""The failpoint seam: inert until armed, each action does what it says, the environment arms real processes."""
+"""The failpoint seam: inert until armed, each action does what it says, the environment arms real
+processes."""
 
 from __future__ import annotations
 
