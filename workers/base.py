@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from typing import Any
 
 from arq.utils import timestamp_ms
@@ -70,6 +71,9 @@ class OrchestratorWorker(Worker):
         self._redis_failures = 0
         self._scripts: lanes.Scripts | None = None
         self._finishes: GroupCommit[claiming.Finish, None] = GroupCommit(self.record_finishes)
+        # This process's delivery token: the value of the in-progress keys its claims set, so its finishes
+        # never touch a message another worker holds now (it was declared lost, Redis was flushed meanwhile).
+        self.delivery_token = uuid.uuid4().hex
 
     # ---- arq's seams ------------------------------------------------------------------------------------
 
@@ -135,7 +139,7 @@ class OrchestratorWorker(Worker):
         await super().close()
 
     async def record_finishes(self, finishes: list[claiming.Finish]) -> list[None]:
-        return await claiming.record_finishes(self.scripts(), self.queue_name, finishes)
+        return await claiming.record_finishes(self.scripts(), self.queue_name, finishes, self.delivery_token)
 
     def scripts(self) -> lanes.Scripts:
         if self._scripts is None:
@@ -213,6 +217,7 @@ class OrchestratorWorker(Worker):
                 slots,
                 int(self.in_progress_timeout_s * 1000),
                 self.allow_abort_jobs,
+                self.delivery_token,
             )
         for _ in range(2):
             claimed = await claiming.claim(
@@ -222,6 +227,7 @@ class OrchestratorWorker(Worker):
                 slots,
                 int(self.in_progress_timeout_s * 1000),
                 self.allow_abort_jobs,
+                self.delivery_token,
             )
             if not claimed.rebuild:
                 return claimed

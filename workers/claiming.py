@@ -23,6 +23,11 @@ from workers.running import Claimed
 QUEUE_CLAIM_LUA = lanes_lua.CLAIMED_MESSAGE_LUA + Path(__file__).with_name("queue_claim.lua").read_text()
 
 
+# A worker's delivery token: the value of the in-progress keys it sets, so a finish only acts on a message its
+# own delivery still holds (a process has its own; tests that play one worker use the default).
+DEFAULT_TOKEN = "1"
+
+
 @dataclass(frozen=True)
 class Claim:
     jobs: list[Claimed]
@@ -37,8 +42,10 @@ async def claim(
     slots: int,
     in_progress_ms: int,
     aborts: bool = False,
+    token: str = DEFAULT_TOKEN,
 ) -> Claim:
-    result = await scripts.claim(keys=[queue_name], args=[now_ms, slots, in_progress_ms, int(aborts)])
+    args: list[str | int] = [now_ms, slots, in_progress_ms, int(aborts), token]
+    result = await scripts.claim(keys=[queue_name], args=args)
     if result and result[0] == b"rebuild":
         return Claim([], None, rebuild=True)
     claimed, next_due = result
@@ -58,8 +65,9 @@ async def claim_in_time_order(
     slots: int,
     in_progress_ms: int,
     aborts: bool = False,
+    token: str = DEFAULT_TOKEN,
 ) -> Claim:
-    args = [now_ms, read_limit, slots, in_progress_ms, int(aborts)]
+    args: list[str | int] = [now_ms, read_limit, slots, in_progress_ms, int(aborts), token]
     claimed, head = await script(keys=[queue_name], args=args)
     head_ms = float(head[1]) if head else None
     return Claim(_messages(claimed), head_ms if head_ms is not None and head_ms > now_ms else None)
@@ -93,9 +101,12 @@ class Finish:
     keep_in_progress: float | None
 
 
-async def record_finishes(scripts: lanes.Scripts, queue_name: str, finishes: list[Finish]) -> list[Any]:
-    """arq's `finish_job` for several jobs in one script call, freeing their slots."""
-    args: list[Any] = [WAKE_CHANNEL]
+async def record_finishes(
+    scripts: lanes.Scripts, queue_name: str, finishes: list[Finish], token: str = DEFAULT_TOKEN
+) -> list[Any]:
+    """arq's `finish_job` for several jobs in one script call, freeing their slots; only the messages this
+    worker's deliveries (`token`) still hold are touched."""
+    args: list[Any] = [WAKE_CHANNEL, token]
     for done in finishes:
         result = b""
         result_px: int | str = ""

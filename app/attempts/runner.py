@@ -18,7 +18,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_e
 
 from app.attempts import group_commit, service
 from app.attempts.steps import run_steps
-from app.core import tracing
+from app.core import failpoints, tracing
 from app.core.config import get_settings
 from app.core.db import is_db_outage
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus
@@ -194,6 +194,7 @@ async def _record(
     span: Span | None,
 ) -> RunResult:
     """Write the attempt's outcome (safe to run again: every write is a compare-and-set on the attempt)."""
+    await failpoints.hit("finish.before_record")
     if outcome == AttemptOutcome.SUCCEEDED:
         if not await group_commit.complete_attempt(key, output):
             await service.note_late_result(key, outcome)

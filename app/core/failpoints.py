@@ -2,7 +2,7 @@
 (an outage, a deadlock, a crash, a pause). Inert unless armed: `await hit(name)` is one dict lookup.
 
 Armed in-process by a test (`arm(name, action)`, `armed(...)`), or in a real process by the environment:
-`RO_FAILPOINTS="group_start.before_commit=outage@0.2;enqueue.after_commit=kill@0.01"` (action, then an
+`RO_FAILPOINTS="group_start.before_commit=outage@0.2;submit.after_commit=kill@0.01"` (action, then an
 optional probability). Actions: `outage` (a connection error the code treats as the database being gone),
 `deadlock` (MySQL error 1213), `kill` (the process ends at once, as with SIGKILL), `sleep:MS`.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from app.core import queue
+from app.core import failpoints, queue
 from app.core.config import get_settings
 from app.core.db import is_db_outage, is_lock_conflict
 from app.core.grouping import GroupCommit
@@ -57,6 +57,7 @@ async def _flush(jobs: list[NewJob]) -> list[Wait | BaseException | None]:
                 inserted.append(index)
             except Exception as own:  # this job's error (its key was taken), handed to its own request
                 results[index] = own
+    await failpoints.hit("submit.after_commit")
     waits = await queue.enqueue_runs_explained([jobs[index][1] for index in inserted])
     for index, wait in zip(inserted, waits, strict=True):
         results[index] = wait

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from app.callbacks.service import check_callback_url
-from app.core import metrics, queue, tracing
+from app.core import failpoints, metrics, queue, tracing
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import (
@@ -207,6 +207,7 @@ async def _insert_ordered(job: ReportJob) -> tuple[ReportJob, Wait | None]:
         if blocker := await jobs.ordering_blocker(job):
             job = row_with(job, blocked_by=blocker)
         await jobs.add_job(job)
+    await failpoints.hit("submit.after_commit")
     _, wait = await queue.enqueue_explained(run_message(job))
     return job, wait
 

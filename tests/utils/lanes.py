@@ -38,9 +38,10 @@ async def put_many(job_ids: list[str], lane: Lane, due_ms: int | None = None) ->
     assert all(queued), queued
 
 
-async def claim_at(at_ms: int, slots: int) -> list[str]:
-    """The arq ids a worker with `slots` free slots claims at `at_ms`."""
-    claimed = await claiming.claim(await scripts(), get_settings().queue_name, at_ms, slots, IN_PROGRESS_MS)
+async def claim_at(at_ms: int, slots: int, token: str = claiming.DEFAULT_TOKEN) -> list[str]:
+    """The arq ids a worker with `slots` free slots (and delivery token `token`) claims at `at_ms`."""
+    queue_name = get_settings().queue_name
+    claimed = await claiming.claim(await scripts(), queue_name, at_ms, slots, IN_PROGRESS_MS, token=token)
     assert not claimed.rebuild
     return [job.job_id for job in claimed.jobs]
 

@@ -1,8 +1,10 @@
--- KEYS[1] the queue; ARGV: now (ms), free slots, in-progress timeout (ms), '1' to take abort requests.
+-- KEYS[1] the queue; ARGV: now (ms), free slots, in-progress timeout (ms), '1' to take abort requests, and the
+-- claiming worker's delivery token (the in-progress key's value: only its holder's finish acts on a message).
 -- Returns {claimed, the earliest future due time seen (ms, or -1)}, or {'rebuild'} while the state is not
 -- rebuilt; `claimed` holds CLAIMED_FIELDS values a message (see `claimed_message`).
 if redis.call('exists', P .. 'ready') == 0 then return {'rebuild'} end
 local now, slots, lease_ms, aborts = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
+local token = ARGV[5] or '1'
 local function as_map(flat)
   local m = {}
   for i = 1, #flat, 2 do m[flat[i]] = tonumber(flat[i + 1]) end
@@ -93,7 +95,7 @@ while #claimed < CLAIMED_FIELDS * slots do
         redis.call('sadd', P .. 'again', job_id)
       end
     else
-      redis.call('psetex', in_progress, lease_ms, '1')
+      redis.call('psetex', in_progress, lease_ms, token)
       if not claim then
         run_type[r] = redis.call('hincrby', P .. 'run:type', r, 1)
         run_tenant[t] = redis.call('hincrby', P .. 'run:tenant', t, 1)
