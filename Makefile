@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install system-deps run test lint fmt migrate bench up down
+.PHONY: help install system-deps run test soak lint fmt migrate bench up down
 
 help:
 	@echo "make install      install the locked dependencies into .venv (uv sync --frozen)"
@@ -16,6 +16,9 @@ help:
 	@echo "                  (one by one: uvicorn app.main:app, python -m workers.report_worker,"
 	@echo "                   python -m workers.dead_letter, python -m workers.scheduler)"
 	@echo "make test         ruff, mypy, import contracts (lint-imports), then pytest (PYTEST_ARGS='-k foo')"
+	@echo "make soak         the long checker: real processes under random faults for SOAK_MINUTES (10), then the"
+	@echo "                  model's long random search (MODEL_EXAMPLES=$(MODEL_EXAMPLES)x the short one, MODEL_STEPS=$(MODEL_STEPS));"
+	@echo "                  bounded, loopback only, on its own MariaDB and Redis"
 	@echo "make lint         ruff check, ruff format --check, mypy, lint-imports"
 	@echo "make fmt          ruff format, ruff check --fix"
 	@echo "make migrate      alembic upgrade head on DATABASE_URL"
@@ -54,6 +57,18 @@ test: system-deps install
 	$(VENV_BIN)/mypy app workers
 	$(VENV_BIN)/lint-imports --no-cache
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+
+# The long checker (issue 26). `make test` runs the short versions: a 1-minute soak and a seeded model search.
+SOAK_MINUTES   ?= 10
+SOAK_SEED      ?= 26
+MODEL_EXAMPLES ?= 5
+MODEL_STEPS    ?= 50
+
+soak: system-deps install
+	@status=0; \
+	SOAK_MINUTES=$(SOAK_MINUTES) SOAK_SEED=$(SOAK_SEED) $(PYTHON) -m pytest -q tests/model/test_soak.py $(PYTEST_ARGS) || status=1; \
+	MODEL_EXAMPLES=$(MODEL_EXAMPLES) MODEL_STEPS=$(MODEL_STEPS) $(PYTHON) -m pytest -q tests/model/test_dispatch_model.py $(PYTEST_ARGS) || status=1; \
+	exit $$status
 
 lint: install
 	$(VENV_BIN)/ruff check .

@@ -1,0 +1,249 @@
+"""The soak's invariants, read from MySQL (the source of truth) through the stack's own SQL client: no job ran
+two attempts at once, caps held, ordering keys ran one job at a time and in submission order, and in the end
+every job is terminal or legitimately waiting.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import pairwise
+
+from tests.utils.jobs import parse_ts
+from tests.utils.stack import Stack
+
+
+@dataclass
+class SoakFindings:
+    """What the checks found; `problems` fail the soak, `notes` are reported beside them."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, problem: str) -> None:
+        if problem not in self.problems:
+            self.problems.append(problem)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    job_id: str
+    replay: int
+    attempt: int
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: str
+
+
+def _ts(value: str) -> datetime | None:
+    if value in ("", "NULL"):
+        return None
+    return parse_ts(value.replace(" ", "T") + ("" if "+" in value else "+00:00"))
+
+
+def attempts(stack: Stack) -> list[Attempt]:
+    rows = stack.sql(
+        "SELECT job_id, replay, attempt, started_at, finished_at, outcome FROM job_attempts "
+        "ORDER BY job_id, replay, attempt, started_at"
+    )
+    found = []
+    for job_id, replay, attempt, started, finished, outcome in rows:
+        started_at = _ts(started)
+        assert started_at is not None
+        found.append(Attempt(job_id, int(replay), int(attempt), started_at, _ts(finished), outcome))
+    return found
+
+
+def check_attempts_never_overlap(stack: Stack, findings: SoakFindings) -> None:
+    """One attempt of a job at a time: each attempt started after the previous one finished."""
+    by_job: dict[str, list[Attempt]] = defaultdict(list)
+    for row in attempts(stack):
+        by_job[row.job_id].append(row)
+    for job_id, rows in by_job.items():
+        rows.sort(key=lambda a: a.started_at)
+        for before, after in pairwise(rows):
+            if before.finished_at is None or before.finished_at > after.started_at:
+                findings.add(
+                    f"job {job_id}: attempt {after.attempt} started at {after.started_at} while attempt "
+                    f"{before.attempt} ({before.outcome}) ran until {before.finished_at}"
+                )
+
+
+def check_running_caps(stack: Stack, caps: dict[str, int], findings: SoakFindings, when: str) -> None:
+    """A sample: jobs running now per capped report type, against its cap."""
+    for report_type, count in stack.sql(
+        "SELECT report_type, COUNT(*) FROM report_jobs WHERE status = 'running' GROUP BY report_type"
+    ):
+        cap = caps.get(report_type)
+        if cap is not None and int(count) > cap:
+            findings.add(f"{count} jobs of {report_type} running at {when}, cap {cap}")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One attempt of a capped type, for the cap over history."""
+
+    job_id: str
+    attempt: int
+    worker: str
+    outcome: str
+    started_at: datetime
+    finished_at: datetime
+
+    def __str__(self) -> str:
+        return (
+            f"{self.job_id}#{self.attempt} {self.outcome} on {self.worker} "
+            f"{self.started_at:%H:%M:%S.%f}-{self.finished_at:%H:%M:%S.%f}"
+        )
+
+
+def check_caps_over_history(
+    stack: Stack, caps: dict[str, int], flushes: list[datetime], findings: SoakFindings
+) -> None:
+    """From the attempts' intervals: whether a capped type ever ran more than its cap at once, when, and the
+    attempts running then (a job rescued from a lost worker runs on more than one message)."""
+    for report_type, cap in caps.items():
+        rows = stack.sql(
+            "SELECT a.job_id, a.attempt, a.worker, a.outcome, a.started_at, a.finished_at "
+            "FROM job_attempts a JOIN report_jobs j ON j.id = a.job_id "
+            f"WHERE j.report_type = '{report_type}' "
+            "AND a.finished_at IS NOT NULL"
+        )
+        runs = [Run(j, int(n), w, o, _ts(b), _ts(e)) for j, n, w, o, b, e in rows]  # type: ignore[arg-type]
+        over = _over_the_cap(runs, cap)
+        if over is None:
+            continue
+        when, together = over
+        near = any(abs((when - flush).total_seconds()) < 3 for flush in flushes)
+        rescued = [r.job_id for r in together if r.attempt > 1]
+        findings.add(
+            f"{report_type}: {len(together)} attempts ran at once (cap {cap}) at {when}"
+            + (" (within 3 s of a Redis flush)" if near else "")
+            + (f" (jobs on a later attempt: {rescued})" if rescued else "")
+            + f": {[str(r) for r in together]}"
+        )
+
+
+def _over_the_cap(runs: list[Run], cap: int) -> tuple[datetime, list[Run]] | None:
+    """When the running count first went over `cap`, and the attempts running then."""
+    events = sorted(
+        [(r.started_at, 1, i) for i, r in enumerate(runs)]
+        + [(r.finished_at, -1, i) for i, r in enumerate(runs)]
+    )
+    running: set[int] = set()
+    for at, delta, i in events:
+        if delta > 0:
+            running.add(i)
+        else:
+            running.discard(i)
+        if len(running) > cap:
+            return at, [runs[k] for k in sorted(running)]
+    return None
+
+
+def check_ordering(
+    stack: Stack,
+    chains: dict[tuple[str, str], list[str]],
+    continues: set[tuple[str, str]],
+    findings: SoakFindings,
+) -> None:
+    """Per (tenant, ordering key): no two jobs' attempts overlap; jobs submitted one after the other
+    (`chains`, in answer order) start only once the one before is done (or dead, in the `continues` chains,
+    whose jobs go on past a dead predecessor)."""
+    rows = stack.sql(
+        "SELECT j.tenant, j.ordering_key, a.job_id, a.started_at, a.finished_at, j.status, j.finished_at "
+        "FROM job_attempts a JOIN report_jobs j ON j.id = a.job_id WHERE j.ordering_key IS NOT NULL "
+        "ORDER BY a.started_at"
+    )
+    by_key: dict[tuple[str, str], list[tuple[str, datetime, datetime | None]]] = defaultdict(list)
+    first_start: dict[str, datetime] = {}
+    finished: dict[str, tuple[str, datetime | None]] = {}
+    for tenant, key, job_id, started, ended, status, job_finished in rows:
+        started_at = _ts(started)
+        assert started_at is not None
+        by_key[(tenant, key)].append((job_id, started_at, _ts(ended)))
+        first_start.setdefault(job_id, started_at)
+        finished[job_id] = (status, _ts(job_finished))
+    for key, runs in by_key.items():
+        for i, (job_id, _started_at, ended_at) in enumerate(runs):
+            for other_id, other_start, _ in runs[i + 1 :]:
+                if other_id != job_id and (ended_at is None or ended_at > other_start):
+                    findings.add(
+                        f"ordering key {key}: {other_id} started at {other_start} while {job_id} ran"
+                    )
+                    break
+    for key, chain in chains.items():
+        for before, after in pairwise(chain):
+            if after not in first_start:
+                continue
+            status, done_at = finished.get(before, ("never started", None))
+            ended = status == "done" or (status == "dead" and key in continues)
+            if not ended or done_at is None or done_at > first_start[after]:
+                findings.add(
+                    f"ordering key {key}: {after} started at {first_start[after]} before its predecessor "
+                    f"{before} ended ({status} at {done_at})"
+                )
+
+
+def check_drained(stack: Stack, findings: SoakFindings) -> None:
+    """After the drain every job is terminal, or waits legitimately: scheduled ahead, or behind its
+    ordering key (a dead predecessor it waits for, or a predecessor that itself waits legitimately)."""
+    rows = stack.sql(
+        "SELECT id, status, attempt, tenant, ordering_key, on_predecessor_dead, resolved_at, "
+        "run_at < UTC_TIMESTAMP(6) - INTERVAL 5 SECOND FROM report_jobs "
+        "WHERE status IN ('pending', 'retrying', 'running', 'scheduled', 'dead') ORDER BY created_at, id"
+    )
+    blocked: set[tuple[str, str]] = set()  # keys whose later jobs wait behind a legitimately waiting one
+    dead: set[tuple[str, str]] = set()  # keys with a dead job not resolved by hand
+    stuck: dict[str, list[str]] = defaultdict(list)  # the jobs with nothing legitimate in their way
+    for job_id, status, _attempt, tenant, key, on_dead, resolved, overdue in rows:
+        chain = (tenant, key)
+        if status == "dead":
+            if key != "NULL" and resolved == "NULL":
+                dead.add(chain)
+            continue
+        if status == "scheduled" and overdue != "1":
+            continue
+        if (
+            key != "NULL"
+            and status == "pending"
+            and (chain in blocked or (chain in dead and on_dead == "wait"))
+        ):
+            blocked.add(chain)
+            continue
+        if key != "NULL":
+            blocked.add(chain)
+        stuck[status].append(job_id)
+    for status, ids in sorted(stuck.items()):
+        findings.add(
+            f"{len(ids)} jobs still {status} after the drain, nothing legitimate in their way: {ids[:5]}"
+        )
+
+
+def check_lost_attempts(
+    stack: Stack, killed: set[int], outages: list[tuple[datetime, datetime]], findings: SoakFindings
+) -> None:
+    """An attempt is declared lost only when its worker stopped beating: it died, or MySQL was down long
+    enough. A lost attempt of a live worker outside an outage means the job ran with no one running it."""
+    rows = stack.sql(
+        "SELECT job_id, attempt, worker, started_at, finished_at FROM job_attempts WHERE outcome = 'lost'"
+    )
+    for job_id, attempt, worker, started, finished in rows:
+        pid = int(worker.rsplit(":", 1)[1]) if worker and ":" in worker else None
+        started_at, finished_at = _ts(started), _ts(finished)
+        assert started_at is not None
+        if pid in killed:
+            continue
+        if any(begin <= (finished_at or started_at) and started_at <= end for begin, end in outages):
+            continue
+        findings.add(
+            f"job {job_id}: attempt {attempt} declared lost although its worker {worker} never died "
+            f"(started {started_at}, declared {finished_at})"
+        )
+    dead = stack.sql(
+        "SELECT a.job_id FROM job_attempts a JOIN report_jobs j ON j.id = a.job_id WHERE j.status = 'dead' "
+        "GROUP BY a.job_id HAVING SUM(a.outcome <> 'lost') = 0"
+    )
+    for (job_id,) in dead:
+        findings.notes.append(f"job {job_id} is dead and every attempt of it was lost")
