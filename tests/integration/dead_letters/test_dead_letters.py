@@ -181,18 +181,19 @@ async def test_bulk_replay_by_filter_replays_exactly_the_matching_dead_letters(
 async def test_expiry_moves_a_dead_letter_to_the_archive_and_retention_purges_it(
     client: httpx.AsyncClient, auth: dict[str, str], env: Any
 ) -> None:
-    await env.set(DEAD_LETTER_TTL_S="0.2")
+    # A TTL long enough to list the letter before it expires on a loaded machine (0.2 s was not).
+    await env.set(DEAD_LETTER_TTL_S="1")
     [job_id] = await kill_permanently(client, auth)
     assert len(await letters(client, auth)) == 1
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(1.1)
     assert (await archive_and_purge())["archived"] == 1
     assert await letters(client, auth) == []
     [archived] = await letters(client, auth, include_archived="true")
     assert archived["job_id"] == job_id and archived["archived_at"] is not None
     expire_at = datetime.fromisoformat(archived["expire_at"].replace("Z", "+00:00"))
     created_at = datetime.fromisoformat(archived["created_at"].replace("Z", "+00:00"))
-    assert expire_at - created_at == timedelta(seconds=0.2)
-    await env.set(DEAD_LETTER_TTL_S="0.2", DEAD_LETTER_RETENTION_S="0.1")
+    assert expire_at - created_at == timedelta(seconds=1)
+    await env.set(DEAD_LETTER_TTL_S="1", DEAD_LETTER_RETENTION_S="0.1")
     await asyncio.sleep(0.15)
     assert (await archive_and_purge())["purged"] == 1
     assert await letters(client, auth, include_archived="true") == []
