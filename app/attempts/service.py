@@ -22,7 +22,7 @@ from app.core.states import STARTABLE, AttemptKey, AttemptOutcome, JobStatus, st
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository
-from app.fairshare.service import lane_of, release_slots
+from app.fairshare.service import lane_of
 from app.jobs.effects import NO_EFFECTS, TerminalEffects, stage_terminal_effects
 from app.jobs.repository import JobRepository
 from app.jobs.waiting import eligible_since
@@ -345,61 +345,6 @@ async def record_output(key: AttemptKey, output: OutputInfo) -> None:
     """Keep a step's output on the job at once: later attempts may skip the step that made it."""
     async with session_scope() as session:
         await AttemptRepository(session).update_running(key, output.columns())
-
-
-async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
-    """Running attempts silent for `stuck_after_s` → outcome lost (LostWorker) → retry or dead as usual.
-
-    Their slots go first, and with each the message of the lost holder; only then does a job that retries
-    get its one new message (an arq id of its own, so the old holder's worker, should it still be alive,
-    cannot finish the new message away)."""
-    now = utcnow()
-    async with session_scope() as session:
-        stuck = await AttemptRepository(session).stuck_jobs(now - timedelta(seconds=stuck_after_s), limit)
-    declared = 0
-    over: list[str] = []
-    rescues: list[queue.RunMessage] = []
-    for job in stuck:
-        key = AttemptKey(
-            job.id,
-            job.attempt,
-            job.replay_count,
-            report_type=job.report_type,
-            tenant=job.tenant,
-            created_at=job.created_at,
-            started_at=job.started_at,
-        )
-        if job.cancel_requested:
-            if await finish_cancelled(key):
-                declared += 1
-                over.append(job.id)
-            continue
-        message = f"no heartbeat for {stuck_after_s:g} s from worker {job.worker or '?'}"
-        result = await fail_attempt(key, AttemptOutcome.LOST, error_dict("LostWorker", message, True))
-        if not result.applied:
-            continue
-        declared += 1
-        over.append(job.id)
-        metrics.count_rescued(job)
-        if result.status == JobStatus.RETRYING:
-            rescues.append(
-                queue.RunMessage(
-                    job.id,
-                    job.replay_count,
-                    defer_until=now + timedelta(seconds=result.delay_s),
-                    traceparent=job.traceparent,
-                    lane=lane_of(job),
-                    suffix=f"lost{key.attempt}",
-                )
-            )
-    if over:
-        # Their slots (caps, fair share) are free again now, not when the dead worker's lease runs out.
-        try:
-            await release_slots(over)
-        except Exception as exc:  # the sweep frees them at a later tick (and reconciliation enqueues)
-            log.warning("slots of lost jobs not freed yet", extra={"error": repr(exc)})
-    await queue.enqueue_runs_explained(rescues)
-    return declared
 
 
 def _labelled(key: AttemptKey, job: ReportJob) -> metrics.Labelled:

@@ -12,7 +12,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from app.attempts.service import declare_lost
+from app.attempts.rescue import declare_lost
 from app.callbacks.service import republish_due
 from app.core import queue
 from app.core.config import get_settings

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from app.attempts.service import declare_lost
+from app.attempts.rescue import declare_lost
 from app.core import failpoints, queue
 from app.core.db import is_db_outage, session_scope
 from app.core.times import utcnow

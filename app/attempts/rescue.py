@@ -1,0 +1,73 @@
+"""The stuck-job scan: running attempts whose worker stopped heartbeating are declared lost (LostWorker) and
+retried or dead-lettered as any failure, their slots freed and each retrying job given one new message.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from app.attempts.repository import AttemptRepository
+from app.attempts.service import error_dict, fail_attempt, finish_cancelled
+from app.core import metrics, queue
+from app.core.db import session_scope
+from app.core.states import AttemptKey, AttemptOutcome, JobStatus
+from app.core.times import utcnow
+from app.fairshare.service import lane_of, release_slots
+
+log = logging.getLogger(__name__)
+
+
+async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
+    """Running attempts silent for `stuck_after_s` → outcome lost (LostWorker) → retry or dead as usual.
+
+    Their slots go first, and with each the message of the lost holder; only then does a job that retries
+    get its one new message (an arq id of its own, so the old holder's worker, should it still be alive,
+    cannot finish the new message away)."""
+    now = utcnow()
+    async with session_scope() as session:
+        stuck = await AttemptRepository(session).stuck_jobs(now - timedelta(seconds=stuck_after_s), limit)
+    declared = 0
+    over: list[str] = []
+    rescues: list[queue.RunMessage] = []
+    for job in stuck:
+        key = AttemptKey(
+            job.id,
+            job.attempt,
+            job.replay_count,
+            report_type=job.report_type,
+            tenant=job.tenant,
+            created_at=job.created_at,
+            started_at=job.started_at,
+        )
+        if job.cancel_requested:
+            if await finish_cancelled(key):
+                declared += 1
+                over.append(job.id)
+            continue
+        message = f"no heartbeat for {stuck_after_s:g} s from worker {job.worker or '?'}"
+        result = await fail_attempt(key, AttemptOutcome.LOST, error_dict("LostWorker", message, True))
+        if not result.applied:
+            continue
+        declared += 1
+        over.append(job.id)
+        metrics.count_rescued(job)
+        if result.status == JobStatus.RETRYING:
+            rescues.append(
+                queue.RunMessage(
+                    job.id,
+                    job.replay_count,
+                    defer_until=now + timedelta(seconds=result.delay_s),
+                    traceparent=job.traceparent,
+                    lane=lane_of(job),
+                    suffix=f"lost{key.attempt}",
+                )
+            )
+    if over:
+        # Their slots (caps, fair share) are free again now, not when the dead worker's lease runs out.
+        try:
+            await release_slots(over)
+        except Exception as exc:  # the sweep frees them at a later tick (and reconciliation enqueues)
+            log.warning("slots of lost jobs not freed yet", extra={"error": repr(exc)})
+    await queue.enqueue_runs_explained(rescues)
+    return declared
