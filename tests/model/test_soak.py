@@ -52,10 +52,12 @@ def soak_stack(soak_servers: Servers, tmp_path: Path) -> Iterator[Stack]:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="open (issue 26): after the drain the soak still finds scheduled and pending jobs it cannot explain "
-    "(32 scheduled, 3 pending of 1,441 in the 1-minute run; thousands in the 10-minute one, which also saw 3 "
-    "running under a cap of 2 within 3 s of a flush: the known hole of a flush between claim and start). "
-    "Not yet told apart: stranded jobs, or a backlog the 90 s drain cannot finish on a loaded machine",
+    reason=(
+        "open (issue 26): after the drain the soak still finds scheduled and pending jobs it cannot "
+        "explain (32 scheduled, 3 pending of 1,441 in the 1-minute run; thousands in the 10-minute one, "
+        "which also saw 3 running under a cap of 2 within 3 s of a flush: the open hole of a flush between "
+        "claim and start). Not yet told apart: stranded jobs, or a backlog the 90 s drain cannot finish"
+    ),
 )
 @pytest.mark.timeout(int(MINUTES * 60) + 600)
 async def test_jobs_survive_a_soak_of_crashes_flushes_outages_and_pauses(soak_stack: Stack) -> None:
