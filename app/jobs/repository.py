@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import and_, bindparam, func, insert, literal, or_, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.sql import ColumnElement, Executable, Select
+from sqlalchemy.sql import ColumnElement, Select
 
 from app.core.db import session_scope
 from app.core.driver import driver_autocommit, driver_path_enabled
@@ -97,27 +97,30 @@ class JobRepository(Repository):
         transaction ends: whoever takes the next place waits for our commit, so a job with a lower place has
         always committed before a higher one is even numbered (the order is the commit order).
 
-        On MySQL the row is created first, committed on its own (INSERT IGNORE in autocommit), and only then
-        bumped in this transaction: a first insert of a key that rolls back must not leave the submits queued
-        behind its uncommitted row to deadlock on the gap it leaves."""
-        bump: Executable
+        On MySQL a key with no row yet gets it committed on its own first (INSERT IGNORE in autocommit), and
+        only then is it bumped in this transaction: a first insert of a key that rolls back must not leave the
+        submits queued behind its uncommitted row to deadlock on the gap it leaves."""
         if self.session.get_bind().dialect.name == "sqlite":  # one writer at a time: no gap to deadlock on
             place = {"tenant": tenant, "ordering_key": ordering_key, "last_seq": count}
             sqlite_stmt = sqlite_insert(SEQUENCES).values(place)
-            bump = sqlite_stmt.on_conflict_do_update(
+            upsert = sqlite_stmt.on_conflict_do_update(
                 index_elements=[sequence.tenant, sequence.ordering_key],
                 set_={"last_seq": sequence.last_seq + sqlite_stmt.excluded.last_seq},
             )
+            await self.session.execute(upsert)
         else:
-            async with driver_autocommit() as tx:
-                new_key = {"tenant": tenant, "ordering_key": ordering_key, "last_seq": 0}
-                await tx.insert_many(_SEQUENCE_CREATE, [new_key])
             bump = (
                 SEQUENCES.update()
                 .where(sequence.tenant == tenant, sequence.ordering_key == ordering_key)
                 .values(last_seq=sequence.last_seq + count)
             )
-        await self.session.execute(bump)
+            # Only a key with no row yet creates it on the side: one this transaction already bumped (a
+            # catch-up adding several jobs of a key) is locked by it: a second connection would wait on it.
+            if await self.rowcount(bump) == 0:
+                async with driver_autocommit() as tx:
+                    new_key = {"tenant": tenant, "ordering_key": ordering_key, "last_seq": 0}
+                    await tx.insert_many(_SEQUENCE_CREATE, [new_key])
+                await self.session.execute(bump)
         mine = and_(sequence.tenant == tenant, sequence.ordering_key == ordering_key)
         last = await self.first(select(sequence.last_seq).where(mine), int)
         assert last is not None
