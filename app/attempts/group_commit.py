@@ -36,9 +36,9 @@ StartItem = tuple[str, str]  # (job id, worker name)
 DoneItem = tuple[AttemptKey, OutputInfo | None]
 T = TypeVar("T")
 R = TypeVar("R")
-# How long a batch whose commit answered with an error keeps asking whether it landed (as long as a finished
-# attempt keeps trying to record its outcome: app.attempts.runner.RECORD_OUTCOME_FOR_S).
-VERIFY_FOR_S = 120.0
+# How long a finished attempt keeps trying to record its outcome while MySQL is unreachable (the runner),
+# and a batch whose commit answered with an error keeps asking whether it landed.
+RECORD_OUTCOME_FOR_S = 120.0
 
 
 class _Recheck(Exception):
@@ -129,9 +129,9 @@ async def _start_together(items: list[StartItem]) -> list[Decision | BaseExcepti
 
 async def _landed(written: list[Started], now: datetime) -> bool:
     """Whether the batch that wrote these starts committed (all or none did), asked again until the database
-    answers, for as long as an outcome is retried (`VERIFY_FOR_S`); raises if it never does."""
+    answers, for as long as an outcome is retried (`RECORD_OUTCOME_FOR_S`); raises if it never does."""
     keys = [key for _, _, key, _ in written]
-    async for attempt in outage_retrying(VERIFY_FOR_S):
+    async for attempt in outage_retrying(RECORD_OUTCOME_FOR_S):
         with attempt:
             async with batch_statements() as statements:
                 return bool(await GroupRepository(statements).started_at(keys, now))

@@ -29,8 +29,7 @@ from app.reports.registry import registry
 
 log = logging.getLogger(__name__)
 
-# How long a finished attempt keeps trying to record its outcome while MySQL is unreachable.
-RECORD_OUTCOME_FOR_S = 120.0
+RECORD_OUTCOME_FOR_S = group_commit.RECORD_OUTCOME_FOR_S  # one figure: recording and the landed re-check
 # How long a report that was cancelled (its time is up, or the worker stops) may take to end. One that ignores
 # the cancel is left behind after that: its attempt is recorded as timed out (or handed back) all the same,
 # well before arq's own limit (60 s above every report's timeout) would end the delivery and drop its message;
