@@ -56,7 +56,7 @@ test: system-deps install
 	$(VENV_BIN)/ruff check .
 	$(VENV_BIN)/mypy app workers
 	$(VENV_BIN)/lint-imports --no-cache
-	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -q --durations=30 $(PYTEST_ARGS)
 
 # The long checker (issue 26). `make test` runs the short versions: a 1-minute soak and a seeded model search.
 SOAK_MINUTES   ?= 10

@@ -52,6 +52,14 @@ async def finish(arq_id: str, finish: bool = True, run_again_in_ms: int | None =
     await claiming.record_finishes(await scripts(), get_settings().queue_name, [done])
 
 
+async def dropped_by_a_worker(arq_id: str) -> None:
+    """A worker that held the message (its in-progress key, its token) ends it for good: e.g. it Skipped a
+    job MySQL says is not its to run. The message leaves Redis whatever MySQL says of its job."""
+    pool = await queue.get_pool()
+    await pool.set(f"arq:in-progress:{arq_id}", claiming.DEFAULT_TOKEN, px=IN_PROGRESS_MS)
+    await finish(arq_id)
+
+
 def by_tenant(arq_ids: list[str]) -> Counter[str]:
     """Claims counted by the tenant letter their job ids start with (`A007:0` → "A")."""
     return Counter(arq_id[0] for arq_id in arq_ids)

@@ -148,9 +148,23 @@ async def test_a_rebuild_holds_the_slots_of_running_jobs_until_they_finish(env: 
     await queue.rebuild_dispatch([Running("R0", "acme", "ledger")], Policy(type_caps={"ledger": 1}))
     await put("L0", Lane(5, "acme", "ledger"))
     assert await claim(10) == []
-    # The running job's own message (whatever its id) frees the rebuilt slot when it finishes.
+    # The running job's worker lost its in-progress key with the flush; its finish frees the rebuilt slot.
     await finish("R0")
     assert await claim(10) == ["L0"]
+
+
+async def test_a_finish_without_its_key_leaves_a_slot_another_message_took_over(env: Any) -> None:
+    await queue.rebuild_dispatch([Running("R0", "acme", "ledger")], Policy(type_caps={"ledger": 2}))
+    await put("R0", Lane(5, "acme", "ledger"))  # the job runs again: its next message takes the slot over
+    assert await claim(10) == ["R0"]
+    await put("L0", Lane(5, "acme", "ledger"))
+    await put("L1", Lane(5, "acme", "ledger"))
+    assert await claim(10) == ["L0"]  # the second slot
+    stale = claiming.Finish("R0:7", True, None, None, False, None, None)  # a run before the flush ends late
+    await claiming.record_finishes(await scripts(), get_settings().queue_name, [stale])
+    assert await claim(10) == []  # the slot still belongs to the running message
+    await finish("R0")
+    assert await claim(10) == ["L1"]
 
 
 async def test_a_queued_message_nobody_holds_is_put_back_in_its_lane(env: Any) -> None:

@@ -25,7 +25,7 @@ from app.maintenance import service as maintenance
 from app.maintenance.repository import waiting_page_query
 from tests.utils.bulk_jobs import insert_jobs
 from tests.utils.jobs import submit_id
-from tests.utils.lanes import finish, in_a_lane, ready
+from tests.utils.lanes import dropped_by_a_worker, in_a_lane, ready
 from tests.utils.workers import drain
 
 SETTLED = timedelta(seconds=10)  # older than the reconciliation's grace for jobs being enqueued right now
@@ -67,7 +67,7 @@ async def test_a_job_left_without_a_message_is_found_within_one_pass_of_the_curs
     per_tick = [await reconcile.reconcile() for _ in range(5)]
     assert per_tick == [10, 10, 10, 5, 0]  # a page a tick, then round again finding every job held
     assert await in_a_lane(ids) == set(ids)
-    await finish(f"{ids[3]}:0")  # its message ends; MySQL still says pending
+    await dropped_by_a_worker(f"{ids[3]}:0")  # its message ends; MySQL still says pending
     found_after = [await reconcile.reconcile() for _ in range(4)]  # ceil(35 / 10) ticks make one pass
     assert sum(found_after) == 1 and await in_a_lane(ids) == set(ids), found_after
 
