@@ -274,8 +274,9 @@ class Soak:
         self.workers = [self.stack.start_worker() for _ in range(self.plan.workers)]
         drained = asyncio.Event()
         supervisor = asyncio.create_task(self.supervisor(drained))
+        began, left = time.monotonic(), await asyncio.to_thread(self.live_jobs)
         try:
-            deadline = time.monotonic() + DRAIN_S
+            deadline = began + DRAIN_S
             while time.monotonic() < deadline:
                 probe = checks.SoakFindings()
                 await asyncio.to_thread(checks.check_drained, self.stack, probe)
@@ -285,6 +286,14 @@ class Soak:
         finally:
             drained.set()
             await supervisor
+            self.findings.notes.append(
+                f"drain: {left} live jobs at its start, {await asyncio.to_thread(self.live_jobs)} after "
+                f"{time.monotonic() - began:.0f} s"
+            )
+
+    def live_jobs(self) -> int:
+        live = "status IN ('pending', 'retrying', 'running', 'scheduled')"
+        return sum(self.stack.status_counts(live).values())
 
     def final_checks(self) -> None:
         stack, found = self.stack, self.findings

@@ -5,7 +5,8 @@ every job is terminal or legitimately waiting.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import time
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
@@ -217,8 +218,31 @@ def check_drained(stack: Stack, findings: SoakFindings) -> None:
         stuck[status].append(job_id)
     for status, ids in sorted(stuck.items()):
         findings.add(
-            f"{len(ids)} jobs still {status} after the drain, nothing legitimate in their way: {ids[:5]}"
+            f"{len(ids)} jobs still {status} after the drain, nothing legitimate in their way: {ids[:5]}; "
+            f"in Redis: {where_in_redis(stack, ids)}"
         )
+
+
+def where_in_redis(stack: Stack, job_ids: list[str]) -> dict[str, int]:
+    """Where Redis holds each job's message: due in a lane (a claim can take it), ahead in a lane, running
+    (an in-progress key), queued but in no lane, or nowhere. Tells a backlog from a stranded job."""
+    client = stack.redis_client()
+    now_ms = time.time() * 1000
+    found: Counter[str] = Counter()
+    for job_id in job_ids:
+        held = client.hget("ro:d:msg", job_id)
+        if held is None:
+            found["no message"] += 1
+            continue
+        lane = client.hget("ro:d:meta", held)
+        score = client.zscore(b"ro:d:lane:" + lane, held) if lane else None
+        if client.exists(b"arq:in-progress:" + held):
+            found["running"] += 1
+        elif score is None:
+            found["queued in no lane"] += 1
+        else:
+            found["due in a lane" if score <= now_ms else "ahead in a lane"] += 1
+    return dict(found)
 
 
 def check_lost_attempts(

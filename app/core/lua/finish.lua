@@ -3,22 +3,15 @@
 -- ('' none), result px ('' forever), incr score ('' none), keep in progress ms ('' delete it). A message run
 -- again (or `again`) goes back to its lane; one dropped while it ran (a worker declared lost, still alive)
 -- finds nothing to put back or take away. A finish whose delivery no longer holds the message (its in-progress
--- key is gone, flushed, or another worker's: a zombie after a flush or a rebuild) touches no message: the
--- sweep and the reconciliation settle what it leaves. One thing it may still do: when its key is gone and the
--- job's slot is the one rebuilt from MySQL (holder '*', taken over by no claim since), that slot was held for
--- this very run, which has ended, so it frees it at once instead of at the next sweep.
+-- key is gone, flushed, or another worker's: a zombie after a flush or a rebuild) does nothing at all: the
+-- sweep and the reconciliation settle what it leaves.
 local wake = false
 local token = ARGV[2]
 for i = 3, #ARGV, 6 do
   local arq_id = ARGV[i]
   local job_id = job_of(arq_id)
   local in_progress, keep_ms = 'arq:in-progress:' .. arq_id, ARGV[i + 5]
-  local holding = redis.call('get', in_progress)
-  if not holding then
-    local claim = redis.call('hget', P .. 'claims', job_id)
-    if claim and string.match(claim, '^[^\t]*') == '*' and release(job_id, '') == 1 then wake = true end
-  end
-  if holding == token then
+  if redis.call('get', in_progress) == token then
   if keep_ms == '' then redis.call('del', in_progress) else redis.call('pexpire', in_progress, keep_ms) end
   local tracked = redis.call('hget', P .. 'msg', job_id) == arq_id
   local score = redis.call('exists', 'arq:job:' .. arq_id) == 1 and redis.call('zscore', KEYS[1], arq_id)
