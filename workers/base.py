@@ -74,6 +74,10 @@ class OrchestratorWorker(Worker):
         # This process's delivery token: the value of the in-progress keys its claims set, so its finishes
         # never touch a message another worker holds now (it was declared lost, Redis was flushed meanwhile).
         self.delivery_token = uuid.uuid4().hex
+        # What a report's delivery needs to hold its slot once started (workers/report_worker.slot_check).
+        self.ctx.update(
+            delivery_token=self.delivery_token, in_progress_ms=int(self.in_progress_timeout_s * 1000)
+        )
 
     # ---- arq's seams ------------------------------------------------------------------------------------
 

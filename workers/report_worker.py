@@ -11,10 +11,11 @@ from typing import Any
 from arq import Retry
 from arq.worker import func
 
-from app.attempts.runner import run_job
+from app.attempts.runner import SlotCheck, run_job
 from app.core.config import get_settings
 from app.core.db import is_db_outage
 from app.core.queue import RUN_REPORT, deserialize, redis_settings, serialize
+from app.fairshare.service import hold_slot
 from workers.common import arq_job_timeout_s, load_registry, on_shutdown, on_startup, run_worker
 
 # arq must never give up on its own: MySQL holds the real attempt budget.
@@ -31,7 +32,7 @@ async def run_report(ctx: dict[str, Any], job_id: str, traceparent: str | None =
     """`traceparent`: the job's trace context, carried by messages that have it (see `enqueue_run`)."""
     try:
         # Looked up on the module at call time, so tests can swap the runner for this shell's own tests.
-        result = await run_job(job_id, ctx["worker_name"], traceparent)
+        result = await run_job(job_id, ctx["worker_name"], traceparent, slot_check(ctx))
     except Exception as exc:
         # Only an outage is worth waiting out. Anything else (a schema mismatch such as MySQL 1054, a bug)
         # would fail again on every delivery: it fails this arq job instead, and MySQL's stuck scan later
@@ -45,6 +46,15 @@ async def run_report(ctx: dict[str, Any], job_id: str, traceparent: str | None =
     if result.defer_s is not None:
         raise Retry(defer=max(result.defer_s, 0.0))
     return result.detail
+
+
+def slot_check(ctx: dict[str, Any]) -> SlotCheck | None:
+    """After the start: the job's slot and this delivery held (a flush may take them after the claim)."""
+    token = ctx.get("delivery_token")
+    if token is None:  # not an OrchestratorWorker's delivery (a test's plain arq worker): nothing to hold
+        return None
+    arq_id, lease_ms = ctx["job_id"], ctx["in_progress_ms"]
+    return lambda job: hold_slot(job, arq_id, token, lease_ms)
 
 
 def worker_options() -> dict[str, Any]:

@@ -13,7 +13,7 @@ from app.core import metrics, queue
 from app.core.db import session_scope
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus
 from app.core.times import utcnow
-from app.fairshare.service import lane_of, release_slots
+from app.fairshare.service import lane_of, release_slots, slots_held
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,13 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
     now = utcnow()
     async with session_scope() as session:
         stuck = await AttemptRepository(session).stuck_jobs(now - timedelta(seconds=stuck_after_s), limit)
+    if not stuck:
+        return 0
+    try:  # the slots as they are before the attempts end: one a claim takes over after this stays its own
+        seen = await slots_held()
+    except Exception as exc:  # Redis away: the sweep frees them at a later tick
+        log.warning("slots of stuck jobs not read", extra={"error": repr(exc)})
+        seen = {}
     declared = 0
     over: list[str] = []
     rescues: list[queue.RunMessage] = []
@@ -66,7 +73,7 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
     if over:
         # Their slots (caps, fair share) are free again now, not when the dead worker's lease runs out.
         try:
-            await release_slots(over)
+            await release_slots(over, seen)
         except Exception as exc:  # the sweep frees them at a later tick (and reconciliation enqueues)
             log.warning("slots of lost jobs not freed yet", extra={"error": repr(exc)})
     await queue.enqueue_runs_explained(rescues)

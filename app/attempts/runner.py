@@ -89,13 +89,24 @@ def classify(exc: BaseException) -> tuple[AttemptOutcome, dict[str, Any]]:
     )
 
 
-async def run_job(job_id: str, worker: str, traceparent: str | None = None) -> RunResult:
+SlotCheck = Callable[[ReportJob], Awaitable[bool]]
+OVER_CAP_HANDBACK = (
+    "SlotLost",
+    "its slot went with a Redis flush before it started and a cap is full; handed back",
+)
+
+
+async def run_job(
+    job_id: str, worker: str, traceparent: str | None = None, hold_slot: SlotCheck | None = None
+) -> RunResult:
     """One delivery of a job's message, traced as an `attempt` span in the job's trace.
 
     `traceparent` comes with the message, so the span also covers picking the job up; a message without
     one (an older release's) opens the span from the job row's once the attempt has started, and a job
     submitted while tracing was off has neither: each attempt is then a trace of its own.
     A delivery that starts no attempt (not due, blocked, someone else's) is renamed `attempt.skipped`.
+    `hold_slot` (the worker's) makes sure the started job holds its slot; if it cannot (a full cap), the
+    attempt is handed back unburnt and runs later.
     """
     with contextlib.ExitStack() as stack:
         span = stack.enter_context(tracing.span("attempt", parent=traceparent)) if traceparent else None
@@ -107,6 +118,10 @@ async def run_job(job_id: str, worker: str, traceparent: str | None = None) -> R
                 return RunResult(defer_s=decision.delay_s, detail="not due yet")
             return RunResult(detail=decision.reason)
         job, key = decision.job, decision.key
+        if hold_slot is not None and not await hold_slot(job):
+            await service.release_attempt(key, OVER_CAP_HANDBACK)
+            tracing.rename(span, "attempt.skipped")
+            return RunResult(detail="handed back: over a cap after a Redis flush")
         if span is None:
             span = stack.enter_context(tracing.span("attempt", parent=job.traceparent))
         tracing.annotate(

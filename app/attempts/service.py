@@ -314,10 +314,13 @@ async def finish_cancelled(key: AttemptKey) -> bool:
     return True
 
 
-async def release_attempt(key: AttemptKey) -> bool:
-    """Hand an unfinished attempt back (worker shutdown) unburnt: running → pending, attempt - 1."""
+SHUTDOWN_HANDBACK = ("WorkerShutdown", "the worker stopped before the attempt finished; handed back")
+
+
+async def release_attempt(key: AttemptKey, why: tuple[str, str] = SHUTDOWN_HANDBACK) -> bool:
+    """Hand an unfinished attempt back unburnt (worker shutdown, or `why`): running → pending, attempt - 1."""
     now = utcnow()
-    error = error_dict("WorkerShutdown", "the worker stopped before the attempt finished; handed back", True)
+    error = error_dict(*why, True)
     values = {
         "status": JobStatus.PENDING.value,
         "attempt": key.attempt - 1,

@@ -38,6 +38,7 @@ from app.core.lanes_lua import (
     ENQUEUE_LUA,
     EXPLAIN_LUA,
     FINISH_LUA,
+    HOLD_LUA,
     POLICY_LUA,
     REBUILD_LUA,
     RELEASE_LUA,
@@ -98,6 +99,7 @@ class Scripts:
     def __init__(self, redis: Redis) -> None:
         self.enqueue: AsyncScript = redis.register_script(ENQUEUE_LUA)
         self.claim: AsyncScript = redis.register_script(CLAIM_LUA)
+        self.hold: AsyncScript = redis.register_script(HOLD_LUA)
         self.finish: AsyncScript = redis.register_script(FINISH_LUA)
         self.release: AsyncScript = redis.register_script(RELEASE_LUA)
         self.policy: AsyncScript = redis.register_script(POLICY_LUA)

@@ -1,5 +1,5 @@
-"""The dispatch lanes' Lua scripts (enqueue, claim, finish, release, policy, rebuild, explain), read from the
-`.lua` files beside this module: one library of shared functions (lib.lua) and each script's body.
+"""The dispatch lanes' Lua scripts (enqueue, claim, hold, finish, release, policy, rebuild, explain), read
+from the `.lua` files beside this module: one library of shared functions (lib.lua) and each script's body.
 
 Keys and their meaning: app/core/lanes.py. Each file's header says what its script takes and answers.
 """
@@ -29,6 +29,7 @@ _POLICY_BODY = lua("policy_body")
 ENQUEUE_LUA = _LIB + lua("enqueue")
 EXPLAIN_LUA = _LIB + lua("explain")
 CLAIM_LUA = _LIB + CLAIMED_MESSAGE_LUA + lua("claim")
+HOLD_LUA = _LIB + lua("hold")
 FINISH_LUA = _LIB + lua("finish")
 RELEASE_LUA = _LIB + lua("release")
 POLICY_LUA = _LIB + _POLICY_BODY + lua("policy")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -238,13 +238,28 @@ async def rebuild_dispatch(running: Sequence[lanes.Running], policy: lanes.Polic
     return bool(await connection.scripts.rebuild(args=args))
 
 
-async def release_slots(job_ids: Sequence[str]) -> int:
-    """Free the slots these jobs hold and drop the messages holding them (their attempts are over)."""
+async def hold_slot(arq_id: str, token: str, lane: lanes.Lane, lease_ms: int) -> str:
+    """Once its attempt started: the job's slot and the delivery held by this message and worker (see
+    lua/hold.lua). 'ok', 'over' (a cap is full and the job holds no slot), or 'rebuild'."""
+    connection = await _connect()
+    args: list[str | int] = [arq_id, token, lane.tenant, lane.report_type, lease_ms, int(time.time() * 1000)]
+    answer = await connection.scripts.hold(args=args)
+    return answer.decode() if isinstance(answer, bytes) else str(answer)
+
+
+async def release_slots(job_ids: Sequence[str], seen: Mapping[str, tuple[str, float]] | None = None) -> int:
+    """Free the slots these jobs hold and drop the messages holding them (their attempts are over). With
+    `seen` (from `slots_held`), only a slot still held as seen: one a claim took over since stays."""
+    if seen is not None:
+        job_ids = [job_id for job_id in job_ids if job_id in seen]
     if not job_ids:
         return 0
     connection = await _connect()
     keys = [get_settings().queue_name]
-    return int(await connection.scripts.release(keys=keys, args=[WAKE_CHANNEL, *job_ids]))
+    args: list[str] = [WAKE_CHANNEL]
+    for job_id in job_ids:
+        args += [job_id, "" if seen is None else f"{seen[job_id][0]}\t{seen[job_id][1]:.0f}"]
+    return int(await connection.scripts.release(keys=keys, args=args))
 
 
 async def slots_held() -> dict[str, tuple[str, float]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,9 +111,30 @@ async def rebuild_dispatch() -> bool:
     return rebuilt
 
 
-async def release_slots(job_ids: Sequence[str]) -> int:
-    """Free the slots of jobs whose attempt was declared over by the scheduler (lost, cancelled)."""
-    return await queue.release_slots(job_ids)
+async def release_slots(job_ids: Sequence[str], seen: Mapping[str, tuple[str, float]] | None = None) -> int:
+    """Free the slots of jobs whose attempt was declared over by the scheduler (lost, cancelled); with
+    `seen` (`slots_held` read before the attempts were declared over) only slots no claim took over since."""
+    return await queue.release_slots(job_ids, seen)
+
+
+async def hold_slot(job: ReportJob, arq_id: str, token: str, lease_ms: int) -> bool:
+    """Right after the job's attempt started: False when it must not run because Redis lost its slot (a
+    flush between claim and start) and a cap is full now. Redis away: True (no claim can happen meanwhile,
+    and the rebuild once it is back reads this start from MySQL)."""
+    for _ in range(3):
+        try:
+            answer = await queue.hold_slot(arq_id, token, lane_of(job), lease_ms)
+            if answer != "rebuild":
+                return answer == "ok"
+            await rebuild_dispatch()
+        except Exception as exc:
+            log.warning("slot of a started job not checked", extra={"job_id": job.id, "error": repr(exc)})
+            return True
+    return True
+
+
+async def slots_held() -> dict[str, tuple[str, float]]:
+    return await queue.slots_held()
 
 
 async def sweep_slots(older_than_s: float | None = None) -> list[str]:
@@ -132,7 +153,7 @@ async def sweep_slots(older_than_s: float | None = None) -> list[str]:
     stale = [job_id for job_id in old if job_id not in running]
     if stale:
         log.warning("freeing slots of jobs that are not running", extra={"jobs": stale[:20]})
-        await queue.release_slots(stale)
+        await queue.release_slots(stale, held)
     return stale
 
 

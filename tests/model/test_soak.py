@@ -71,4 +71,5 @@ async def test_jobs_survive_a_soak_of_crashes_flushes_outages_and_pauses(soak_st
     if findings.problems:
         kept = LOGS_DIR / f"seed{SEED}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
         shutil.copytree(soak_stack.logs_dir, kept)
+        (kept / "report.txt").write_text(report, encoding="utf-8")
         pytest.fail(f"{report}\n\nprocess logs kept in {kept}\n{soak_stack.log_report(15)}")

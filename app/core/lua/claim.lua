@@ -101,10 +101,11 @@ while #claimed < CLAIMED_FIELDS * slots do
         run_tenant[t] = redis.call('hincrby', P .. 'run:tenant', t, 1)
       end
       -- A new slot, or the one rebuilt for this job after a flush (already counted): this message holds it.
+      -- Its claim time is set on every claim, so a sweep that looked before this claim leaves the slot.
       if holder ~= arq_id then
         redis.call('hset', P .. 'claims', job_id, arq_id .. '\t' .. t .. '\t' .. r)
-        redis.call('zadd', P .. 'claimed_at', now, job_id)
       end
+      redis.call('zadd', P .. 'claimed_at', now, job_id)
       if redis.call('zscore', P .. 'tenants:' .. p, t) then
         redis.call('zincrby', P .. 'tenants:' .. p, 1 / (weight[t] or 1), t)
       end

@@ -62,15 +62,8 @@ local function tenant_cap_of(tenant)
   local cap = redis.call('hget', P .. 'cap:tenant', tenant) or redis.call('get', P .. 'cap:tenant_default')
   return tonumber(cap or '0')
 end
--- Why a job of this tenant and type would not start now, whatever its place in line: '' (nothing), or
--- "paused\tKIND\tNAME", or "cap\tKIND\tNAME\tLIMIT" (KIND: tenant | report_type).
-local function why(tenant, rtype)
-  if redis.call('sismember', P .. 'paused', 'tenant\t' .. tenant) == 1 then
-    return 'paused\ttenant\t' .. tenant
-  end
-  if redis.call('sismember', P .. 'paused', 'type\t' .. rtype) == 1 then
-    return 'paused\treport_type\t' .. rtype
-  end
+-- The cap one more job of this tenant and type would go over: '' (none), or "cap\tKIND\tNAME\tLIMIT".
+local function full_cap(tenant, rtype)
   local cap = tonumber(redis.call('hget', P .. 'cap:type', rtype) or '0')
   if cap > 0 and tonumber(redis.call('hget', P .. 'run:type', rtype) or '0') >= cap then
     return 'cap\treport_type\t' .. rtype .. '\t' .. cap
@@ -80,6 +73,17 @@ local function why(tenant, rtype)
     return 'cap\ttenant\t' .. tenant .. '\t' .. cap
   end
   return ''
+end
+-- Why a job of this tenant and type would not start now, whatever its place in line: '' (nothing), or
+-- "paused\tKIND\tNAME", or a full cap (see `full_cap`; KIND: tenant | report_type).
+local function why(tenant, rtype)
+  if redis.call('sismember', P .. 'paused', 'tenant\t' .. tenant) == 1 then
+    return 'paused\ttenant\t' .. tenant
+  end
+  if redis.call('sismember', P .. 'paused', 'type\t' .. rtype) == 1 then
+    return 'paused\treport_type\t' .. rtype
+  end
+  return full_cap(tenant, rtype)
 end
 -- Free the slot `job_id` holds if message `arq_id` holds it (any message when arq_id is ''). Returns
 -- 1 when the slot freed one under a cap that was full (jobs may be waiting for it: wake the workers),
