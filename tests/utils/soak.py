@@ -29,7 +29,8 @@ WORKER_FAILPOINTS = (
     "group_success.before_commit=outage@0.03;finish.before_record=kill@0.002;claim.after_claim=kill@0.002"
 )
 API_FAILPOINTS = "submit.after_commit=outage@0.03"
-DRAIN_S = 90.0
+DRAIN_IDLE_S = 30.0
+DRAIN_MAX_S = 600.0
 CHECK_EVERY_S = 10.0
 
 
@@ -269,6 +270,7 @@ class Soak:
         """Faults off: the failpointed workers are replaced by clean ones, and every job gets to finish."""
         self.stack.servers.ensure_running()
         for proc in self.workers:
+            proc.replaced = True  # type: ignore[attr-defined]  # its end is ours: no supervisor restarts it
             if proc.alive:
                 await asyncio.to_thread(proc.terminate, 30)
         self.workers = [self.stack.start_worker() for _ in range(self.plan.workers)]
@@ -276,13 +278,19 @@ class Soak:
         supervisor = asyncio.create_task(self.supervisor(drained))
         began, left = time.monotonic(), await asyncio.to_thread(self.live_jobs)
         try:
-            deadline = began + DRAIN_S
-            while time.monotonic() < deadline:
+            # Until nothing is left but what waits legitimately, for as long as jobs keep finishing: a
+            # backlog is worked off however long it takes (up to DRAIN_MAX_S); stranded jobs stop the drain
+            # once nothing has finished for DRAIN_IDLE_S.
+            progress_at, live = began, left
+            while time.monotonic() - progress_at < DRAIN_IDLE_S and time.monotonic() - began < DRAIN_MAX_S:
                 probe = checks.SoakFindings()
                 await asyncio.to_thread(checks.check_drained, self.stack, probe)
                 if not probe.problems:
                     return
                 await asyncio.sleep(1.0)
+                now_live = await asyncio.to_thread(self.live_jobs)
+                if now_live < live:
+                    progress_at, live = time.monotonic(), now_live
         finally:
             drained.set()
             await supervisor

@@ -209,12 +209,8 @@ def check_drained(stack: Stack, findings: SoakFindings) -> None:
             continue
         if status == "scheduled" and overdue != "1":
             continue
-        if (
-            key != "NULL"
-            and status == "pending"
-            and (chain in blocked or (chain in dead and on_dead == "wait"))
-        ):
-            blocked.add(chain)
+        if key != "NULL" and (chain in blocked or (chain in dead and on_dead == "wait")):
+            blocked.add(chain)  # it waits behind an earlier job of its key (whatever its own status)
             continue
         if key != "NULL":
             blocked.add(chain)
