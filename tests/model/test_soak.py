@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.utils.soak import Soak, SoakPlan
+from tests.utils.soak import DRAIN_MAX_S, Soak, SoakPlan
 from tests.utils.stack import TABLES, Servers, Stack, migrate
 from workers.local_servers import MariaDBServer, RedisServer, ensure_binaries
 
@@ -59,7 +59,7 @@ def soak_stack(soak_servers: Servers, tmp_path: Path) -> Iterator[Stack]:
         "claim and start). Not yet told apart: stranded jobs, or a backlog the 90 s drain cannot finish"
     ),
 )
-@pytest.mark.timeout(int(MINUTES * 60) + 600)
+@pytest.mark.timeout(int(MINUTES * 60 + DRAIN_MAX_S) + 600)
 async def test_jobs_survive_a_soak_of_crashes_flushes_outages_and_pauses(soak_stack: Stack) -> None:
     soak = Soak(soak_stack, SoakPlan(seconds=MINUTES * 60, seed=SEED))
     findings = await soak.run()

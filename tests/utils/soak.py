@@ -284,7 +284,7 @@ class Soak:
             progress_at, live = began, left
             while time.monotonic() - progress_at < DRAIN_IDLE_S and time.monotonic() - began < DRAIN_MAX_S:
                 probe = checks.SoakFindings()
-                await asyncio.to_thread(checks.check_drained, self.stack, probe)
+                await asyncio.to_thread(checks.check_drained, self.stack, probe, False)
                 if not probe.problems:
                     return
                 await asyncio.sleep(1.0)

@@ -190,7 +190,7 @@ def check_ordering(
                 )
 
 
-def check_drained(stack: Stack, findings: SoakFindings) -> None:
+def check_drained(stack: Stack, findings: SoakFindings, diagnose: bool = True) -> None:
     """After the drain every job is terminal, or waits legitimately: scheduled ahead, or behind its
     ordering key (a dead predecessor it waits for, or a predecessor that itself waits legitimately)."""
     rows = stack.sql(
@@ -216,12 +216,11 @@ def check_drained(stack: Stack, findings: SoakFindings) -> None:
             blocked.add(chain)
         stuck[status].append(job_id)
     for status, ids in sorted(stuck.items()):
-        findings.add(
-            f"{len(ids)} jobs still {status} after the drain, nothing legitimate in their way: {ids[:5]}; "
-            f"in Redis: {where_in_redis(stack, ids)}"
-        )
-        findings.notes.extend(describe(stack, job_id) for job_id in ids[:3])
-    if stuck:
+        where = f"; in Redis: {where_in_redis(stack, ids)}" if diagnose else ""
+        findings.add(f"{len(ids)} jobs still {status} after the drain, nothing in their way: {ids[:5]}{where}")
+        if diagnose:
+            findings.notes.extend(describe(stack, job_id) for job_id in ids[:3])
+    if stuck and diagnose:
         client = stack.redis_client()
         findings.notes.append(
             f"dispatch: slots by type {client.hgetall('ro:d:run:type')}, by tenant "
@@ -258,15 +257,19 @@ def where_in_redis(stack: Stack, job_ids: list[str]) -> dict[str, int]:
     (an in-progress key), queued but in no lane, or nowhere. Tells a backlog from a stranded job."""
     client = stack.redis_client()
     now_ms = time.time() * 1000
-    found: Counter[str] = Counter()
-    for job_id in job_ids:
-        held = client.hget("ro:d:msg", job_id)
-        if held is None:
-            found["no message"] += 1
-            continue
-        lane = client.hget("ro:d:meta", held)
-        score = client.zscore(b"ro:d:lane:" + lane, held) if lane else None
-        if client.exists(b"arq:in-progress:" + held):
+    held = client.hmget("ro:d:msg", job_ids) if job_ids else []
+    messages = [arq_id for arq_id in held if arq_id is not None]
+    lanes = client.hmget("ro:d:meta", messages) if messages else []
+    with client.pipeline(transaction=False) as pipe:
+        for arq_id, lane in zip(messages, lanes, strict=True):
+            pipe.zscore(b"ro:d:lane:" + (lane or b"-"), arq_id)
+            pipe.exists(b"arq:in-progress:" + arq_id)
+        answers = pipe.execute()
+    found: Counter[str] = Counter(
+        {"no message": len(held) - len(messages)} if len(held) > len(messages) else {}
+    )
+    for score, running in zip(answers[::2], answers[1::2], strict=True):
+        if running:
             found["running"] += 1
         elif score is None:
             found["queued in no lane"] += 1
