@@ -32,4 +32,4 @@ ENV PATH=/app/.venv/bin:$PATH \
 
 EXPOSE 8000
 # API_WORKERS processes (settings default 1; compose sets 0 = one per core).
-CMD ["python", "-m", "app.api.serve", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["python", "-m", "app.serve", "--host", "0.0.0.0", "--port", "8000"]

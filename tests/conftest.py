@@ -87,7 +87,7 @@ async def env(
 
 @pytest.fixture
 async def client(env: Any) -> AsyncIterator[httpx.AsyncClient]:
-    from app.api.main import create_app
+    from app.application import create_app
 
     app = create_app()
     transport = httpx.ASGITransport(app=app)

@@ -33,7 +33,7 @@ CHILD_DEFAULTS = {
     "ENABLE_DEMO_REPORTS": "true",
     "OUTPUT_DIR": "./var/outputs",
     "LOG_JSON": "false",
-    "API_WORKERS": "0",  # one API process per core (app.api.serve)
+    "API_WORKERS": "0",  # one API process per core (app.serve)
 }
 DEV_SCOPES = "jobs:read,jobs:write,admin"
 # Children that serve Prometheus metrics on a METRICS_PORT of their own (the API serves /metrics itself).
@@ -243,7 +243,7 @@ class Launcher:
         py = sys.executable
         commands = {
             # Migrations and the dev key were made above, once: the API's processes only serve.
-            "api": [py, "-m", "app.api.serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            "api": [py, "-m", "app.serve", "--host", "127.0.0.1", "--port", str(self.port)],
             "worker": [py, "-m", "workers.report_worker"],
             "dead-letter": [py, "-m", "workers.dead_letter"],
             "scheduler": [py, "-m", "workers.scheduler"],

@@ -93,7 +93,7 @@ class Settings(BaseSettings):
     queue_name: str = "arq:queue"
     dead_letter_queue_name: str = "arq:dead-letters"
     db_pool_size: int = Field(10, gt=0)
-    api_workers: int = Field(1, ge=0)  # uvicorn processes of `python -m app.api.serve`; 0 = one per core
+    api_workers: int = Field(1, ge=0)  # uvicorn processes of `python -m app.serve`; 0 = one per core
     log_level: str = "INFO"
     console_secret: SecretStr | None = None
     console_session_ttl_s: float = Field(8 * 3600.0, gt=0)

@@ -30,7 +30,6 @@ from app.core.errors import (
 )
 from app.core.lanes import Wait
 from app.core.states import REPLAYABLE, TERMINAL, AttemptKey, JobStatus
-from app.core.storage import StoredOutput, get_output_store
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
@@ -42,6 +41,8 @@ from app.jobs.repository import JobFilter, JobRepository
 from app.jobs.step_repository import StepRepository
 from app.jobs.validation import validate_submit
 from app.models import DeadLetter, JobStep, ReportJob
+from app.outputs import get_output_store
+from app.outputs.base import StoredOutput
 from app.reports.registry import ReportType, registry
 
 

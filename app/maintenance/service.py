@@ -17,13 +17,14 @@ from app.callbacks.service import republish_due
 from app.core import queue
 from app.core.config import get_settings
 from app.core.db import session_scope
-from app.core.storage import OutputStoreUnavailable, get_output_store
 from app.core.times import utcnow
 from app.dead_letters.service import archive_and_purge, republish_pending
 from app.fairshare import service as fairshare
 from app.fleet import service as fleet
 from app.maintenance.reconcile import grace_s, reconcile, reconcile_jobs
 from app.maintenance.repository import MaintenanceRepository
+from app.outputs import get_output_store
+from app.outputs.base import OutputStoreUnavailable
 
 log = logging.getLogger(__name__)
 

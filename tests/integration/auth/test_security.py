@@ -107,7 +107,7 @@ async def reportctl(*args: str) -> tuple[int, str, str]:
 
 async def new_replica() -> httpx.AsyncClient:
     """Another API replica: its own app, hence its own key cache."""
-    from app.api.main import create_app
+    from app.application import create_app
 
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app()), base_url="http://test")
 
@@ -524,7 +524,7 @@ async def exploding(ctx: ReportContext, params: ExplodingParams) -> None:
 async def test_error_bodies_never_echo_the_authorization_header_nor_the_database_password(
     env: Any, app_logs: Any, password_db_url: tuple[str, str], report_type: Any
 ) -> None:
-    from app.api.main import create_app
+    from app.application import create_app
 
     db_url, db_password = password_db_url
     await env.set(DATABASE_URL=db_url, API_KEY_CACHE_TTL_S=60, MAX_BODY_BYTES=2048, LOG_JSON="true")

@@ -40,7 +40,7 @@ async def spans(env: Any) -> AsyncIterator[InMemorySpanExporter]:
 @pytest.fixture
 async def traced_client(spans: InMemorySpanExporter) -> AsyncIterator[httpx.AsyncClient]:
     """An API app built while tracing is on, so its requests get server spans."""
-    from app.api.main import create_app
+    from app.application import create_app
 
     transport = httpx.ASGITransport(app=create_app())
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:

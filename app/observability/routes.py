@@ -11,11 +11,11 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.api.errors import problem, problem_responses
-from app.api.schemas import Health
 from app.core import db, queue
 from app.core.metrics import counters_exposition
+from app.http.errors import problem, problem_responses
 from app.observability.collector import exposition
+from app.observability.schemas import Health
 from app.observability.service import snapshot
 
 router = APIRouter(tags=["health"])

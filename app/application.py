@@ -12,10 +12,8 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
-from app.api import errors, health, tracing
-from app.api.middleware import AuthMiddleware, BodyLimitMiddleware
-from app.api.responses import FastJSONResponse
 from app.attempts import routes as attempts_routes
+from app.auth.http import AuthMiddleware
 from app.console import fairshare_routes as console_fairshare_routes
 from app.console import job_routes as console_job_routes
 from app.console import letter_routes as console_letter_routes
@@ -30,7 +28,11 @@ from app.core.logs import setup_logging
 from app.dead_letters import routes as dead_letters_routes
 from app.fairshare import routes as fairshare_routes
 from app.fleet import routes as fleet_routes
+from app.http import errors, tracing
+from app.http.body_limit import BodyLimitMiddleware
+from app.http.responses import FastJSONResponse
 from app.jobs import routes as jobs_routes
+from app.observability import routes as observability_routes
 from app.reports import routes as reports_routes
 from app.reports.registry import registry
 from app.schedules import routes as schedules_routes
@@ -77,6 +79,7 @@ def create_app() -> FastAPI:
         jobs_routes.router,
         attempts_routes.router,
         dead_letters_routes.router,
+        jobs_routes.letters_router,
         schedules_routes.router,
         reports_routes.router,
         fairshare_routes.router,
@@ -86,7 +89,7 @@ def create_app() -> FastAPI:
         console_letter_routes.router,
         console_schedule_routes.router,
         console_fairshare_routes.router,
-        health.router,
+        observability_routes.router,
     ):
         app.include_router(router)
     console_web.install(app)

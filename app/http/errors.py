@@ -18,9 +18,9 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from app.api.schemas import Problem
 from app.core.db import is_db_outage
 from app.core.errors import Conflict, NotFound, OrchestratorError, RateLimited, Unavailable, ValidationFailed
+from app.http.schemas import Problem
 
 log = logging.getLogger(__name__)
 

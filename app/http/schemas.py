@@ -1,11 +1,11 @@
-"""Wire schemas of the API itself: problem details (RFC 9457) and health answers.
+"""Wire schemas every route shares: problem details (RFC 9457).
 
 Each domain's own shapes live in its `schemas.py`.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 
 class FieldError(BaseModel):
@@ -22,8 +22,3 @@ class Problem(BaseModel):
     status: int
     detail: str
     errors: list[FieldError] | None = None
-
-
-class Health(BaseModel):
-    status: str
-    checks: dict[str, str] = Field(default_factory=dict)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import obstore
 from obstore.store import S3Store
 
-from app.core.storage import OutputStore, OutputStoreUnavailable, StoredOutput, content_disposition
+from app.outputs.base import OutputStore, OutputStoreUnavailable, StoredOutput, content_disposition
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""`python -m app.api.serve [uvicorn options]`: the API as API_WORKERS uvicorn processes (0 = one per core).
+"""`python -m app.serve [uvicorn options]`: the API as API_WORKERS uvicorn processes (0 = one per core).
 
 Migrations and bootstrap are not done here: they run once before (compose's `migrate`, `make run`'s launcher).
 """
@@ -40,11 +40,11 @@ def main(argv: list[str] | None = None) -> None:
         directory = tempfile.mkdtemp(prefix="report-orchestrator-metrics-")
         os.environ[MULTIPROCESS_ENV] = directory
         try:
-            uvicorn.main.main(args=["app.main:app", *args], prog_name="app.api.serve")
+            uvicorn.main.main(args=["app.main:app", *args], prog_name="app.serve")
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         return
-    uvicorn.main.main(args=["app.main:app", *args], prog_name="app.api.serve")
+    uvicorn.main.main(args=["app.main:app", *args], prog_name="app.serve")
 
 
 def _workers(args: list[str]) -> int:

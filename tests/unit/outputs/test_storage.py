@@ -1,4 +1,4 @@
-"""Output files (app/storage.py and ReportContext.output): safe names, confined paths, atomic writes."""
+"""Output files (app/outputs and ReportContext.output): safe names, confined paths, atomic writes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.storage import AtomicFile, attempt_dir, resolve_output, safe_filename
+from app.outputs.base import safe_filename
+from app.outputs.local import AtomicFile, attempt_dir, resolve_output
 from app.reports.base import ReportContext
 
 SAFE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
