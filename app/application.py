@@ -20,7 +20,7 @@ from app.console import letter_routes as console_letter_routes
 from app.console import routes as console_routes
 from app.console import schedule_routes as console_schedule_routes
 from app.console import web as console_web
-from app.core import failpoints, queue
+from app.core import failpoints, redis_pool
 from app.core.config import get_settings
 from app.core.db import dispose_engine, get_engine
 from app.core.heap import freeze_startup_heap
@@ -54,7 +54,7 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await queue.close_pool()
+        await redis_pool.close_pool()
         await dispose_engine()
 
 

@@ -110,11 +110,11 @@ class Bench:
         registry.load(False, ["bench.noop_report"])
 
     async def close(self) -> None:
-        from app.core import queue
+        from app.core import redis_pool
         from app.core.db import dispose_engine
 
         with contextlib.suppress(Exception):
-            await queue.close_pool()
+            await redis_pool.close_pool()
         with contextlib.suppress(Exception):
             await dispose_engine()
         if self.rds is not None:

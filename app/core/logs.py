@@ -19,7 +19,7 @@ QUIET_LOGGERS = ("httpx", "httpcore", "apscheduler")
 
 
 class TextFormatter(logging.Formatter):
-    """`12:00:30 WARNING app.core.queue: enqueue failed job_id=01J… error=…`: one line, extras included."""
+    """`12:00:30 WARNING app.dispatch.queue: enqueue failed job_id=01J… error=…`: one line, with extras."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")

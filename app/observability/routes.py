@@ -11,7 +11,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.core import db, queue
+from app.core import db, redis_pool
 from app.core.metrics import counters_exposition
 from app.http.errors import problem, problem_responses
 from app.observability.collector import exposition
@@ -53,7 +53,7 @@ async def healthz() -> Health:
 )
 async def readyz() -> JSONResponse:
     checks: dict[str, str] = {}
-    for name, check in (("database", db.ping), ("redis", queue.ping)):
+    for name, check in (("database", db.ping), ("redis", redis_pool.ping)):
         try:
             await asyncio.wait_for(check(), READY_TIMEOUT_S)
             checks[name] = "ok"

@@ -28,12 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import text
 
 from app.auth import service
-from app.core import lanes, queue
+from app.core import redis_pool
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import ValidationFailed
 from app.core.logs import setup_logging
 from app.core.tenancy import EVERY_TENANT
+from app.dispatch import capacity, lanes, queue
 from app.jobs.repository import JobRepository
 from app.reports.base import ReportContext
 from app.reports.registry import registry
@@ -597,10 +598,10 @@ async def test_forged_redis_message_cannot_run_code_in_a_worker(env: Any, tmp_pa
     from arq.constants import job_key_prefix
 
     marker = tmp_path / "pwned"
-    pool = await queue.get_pool()
+    pool = await redis_pool.get_pool()
     forged_id = "forged-" + secrets.token_hex(4)
-    # Written where a worker takes messages from: arq's keys and a dispatch lane (app.core.lanes).
-    await queue.rebuild_dispatch([], lanes.Policy())
+    # Written where a worker takes messages from: arq's keys and a dispatch lane (app.dispatch.lanes).
+    await capacity.rebuild_dispatch([], lanes.Policy())
     now_ms = int(time.time() * 1000)
     args = [
         queue.WAKE_CHANNEL,

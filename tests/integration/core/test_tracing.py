@@ -14,10 +14,10 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from app.core import queue
 from app.core.db import session_scope
 from app.core.tenancy import EVERY_TENANT
 from app.core.tracing import trace_id_of
+from app.dispatch import queue
 from app.jobs.repository import JobRepository
 from app.maintenance import service as maintenance
 from tests.utils.fakes.receiver import Receiver

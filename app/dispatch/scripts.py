@@ -1,19 +1,17 @@
 """The dispatch lanes' Lua scripts (enqueue, claim, hold, finish, release, policy, rebuild, explain), read
 from the `.lua` files beside this module: one library of shared functions (lib.lua) and each script's body.
 
-Keys and their meaning: app/core/lanes.py. Each file's header says what its script takes and answers.
+Keys and their meaning: app/dispatch/lanes.py. Each file's header says what its script takes and answers.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-_LUA_DIR = Path(__file__).with_name("lua")
+from importlib import resources
 
 
 def lua(name: str) -> str:
-    """The text of `lua/{name}.lua`."""
-    return (_LUA_DIR / f"{name}.lua").read_text(encoding="utf-8")
+    """The text of `lua/{name}.lua`, read as package data (it ships in the wheel beside this module)."""
+    return resources.files("app.dispatch").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
 
 
 # What every claim script hands back for a claimed message, so the worker starts it without arq's own round
@@ -34,3 +32,5 @@ FINISH_LUA = _LIB + lua("finish")
 RELEASE_LUA = _LIB + lua("release")
 POLICY_LUA = _LIB + _POLICY_BODY + lua("policy")
 REBUILD_LUA = _LIB + _POLICY_BODY + lua("rebuild")
+# The dead-letter consumer's queue has no lanes: it is claimed in time order, as arq does.
+QUEUE_CLAIM_LUA = CLAIMED_MESSAGE_LUA + lua("queue_claim")

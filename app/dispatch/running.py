@@ -1,8 +1,8 @@
 """Runs a message the claim script has already read: arq's `Worker.run_job`, less its round trip per job.
 
 arq's run_job starts with a MULTI/EXEC of its own (read the message, count the try, drop an abort request);
-our claim scripts (workers/claiming.py) do those three in the claim itself, so a job starts one Redis round
-trip sooner. From there on this follows arq 0.28's run_job step for step, through arq's own helpers.
+our claim scripts (claiming.py) do those three in the claim itself, so a job starts one Redis round trip
+sooner. From there on this follows arq 0.28's run_job step for step, through arq's own helpers.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from arq.utils import args_to_string, ms_to_datetime, timestamp_ms, truncate
 from arq.worker import JobExecutionFailed, Retry, RetryJob, Worker, no_result
 
 from app.core import failpoints
-from app.core.lanes_lua import RETRY_KEY_TTL_S
+from app.dispatch.scripts import RETRY_KEY_TTL_S
 
 # arq's own logger, so its lines (and their levels, app/core/logs.py) stay as arq writes them.
 log = logging.getLogger("arq.worker")

@@ -33,7 +33,8 @@ from arq.constants import (
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from app.core.lanes_lua import (
+from app.core.redis_pool import get_pool
+from app.dispatch.scripts import (
     CLAIM_LUA,
     ENQUEUE_LUA,
     EXPLAIN_LUA,
@@ -184,3 +185,15 @@ def _counts(raw: dict[Any, Any]) -> dict[str, int]:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+_registered: tuple[Redis, Scripts] | None = None
+
+
+async def registered_scripts() -> Scripts:
+    """The dispatch scripts registered on the process's pool (registered again if the pool changed)."""
+    global _registered
+    pool = await get_pool()
+    if _registered is None or _registered[0] is not pool:
+        _registered = (pool, Scripts(pool))
+    return _registered[1]

@@ -1,5 +1,5 @@
 """The worker's Redis round trips, batched: one script claims every due job a poll can take, picked from the
-dispatch lanes (app.core.lanes: priority, fair share, caps, pauses), and reads what arq's run_job would
+dispatch lanes (app.dispatch.lanes: priority, fair share, caps, pauses), and reads what arq's run_job would
 read for each; one script records the jobs that finished together and frees their slots.
 
 Keys and semantics are arq's own (arq.constants): a claimed job gets arq's in-progress key with arq's
@@ -9,19 +9,15 @@ timeout, a finished one loses its job, retry and in-progress keys and leaves the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from arq.connections import ArqRedis
 from redis.commands.core import AsyncScript
 
-from app.core import lanes, lanes_lua
-from app.core.queue import WAKE_CHANNEL
-from workers.running import Claimed
-
-# The dead-letter consumer's queue has no lanes: it is claimed in time order, as arq does (queue_claim.lua).
-QUEUE_CLAIM_LUA = lanes_lua.CLAIMED_MESSAGE_LUA + Path(__file__).with_name("queue_claim.lua").read_text()
-
+from app.dispatch import lanes
+from app.dispatch.queue import WAKE_CHANNEL
+from app.dispatch.running import Claimed
+from app.dispatch.scripts import CLAIMED_FIELDS, QUEUE_CLAIM_LUA
 
 # A worker's delivery token: the value of the in-progress keys it sets, so a finish only acts on a message its
 # own delivery still holds (a process has its own; tests that play one worker use the default).
@@ -74,8 +70,8 @@ async def claim_in_time_order(
 
 
 def _messages(flat: list[Any]) -> list[Claimed]:
-    """The claim scripts' flat answer (lanes_lua.CLAIMED_MESSAGE_LUA), one `Claimed` a message."""
-    step = lanes_lua.CLAIMED_FIELDS
+    """The claim scripts' flat answer (scripts.CLAIMED_MESSAGE_LUA), one `Claimed` a message."""
+    step = CLAIMED_FIELDS
     return [
         Claimed(
             job_id=flat[i].decode(),
