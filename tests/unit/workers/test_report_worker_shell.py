@@ -18,14 +18,18 @@ CTX = {"worker_name": "test-host:1"}
 
 
 def runner_raising(exc: BaseException) -> Any:
-    async def run_job(job_id: str, worker: str, traceparent: str | None = None) -> RunResult:
+    async def run_job(
+        job_id: str, worker: str, traceparent: str | None = None, _hold: Any = None
+    ) -> RunResult:
         raise exc
 
     return run_job
 
 
 def runner_returning(result: RunResult) -> Any:
-    async def run_job(job_id: str, worker: str, traceparent: str | None = None) -> RunResult:
+    async def run_job(
+        job_id: str, worker: str, traceparent: str | None = None, _hold: Any = None
+    ) -> RunResult:
         return result
 
     return run_job
