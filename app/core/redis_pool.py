@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 from arq import create_pool
@@ -21,7 +22,12 @@ from app.core.config import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 _pool: ArqRedis | None = None
+# What was made for the current pool (scripts registered on it): it lives and goes with the pool, so a
+# closed pool is not kept alive by it, nor is it handed to a new pool.
+_companions: dict[str, Any] = {}
 
 
 def redis_settings(settings: Settings, patient: bool = True) -> RedisSettings:
@@ -55,6 +61,7 @@ async def get_pool() -> ArqRedis:
     global _pool
     if _pool is None:
         settings = get_settings()
+        _companions.clear()
         _pool = await create_pool(
             redis_settings(settings, patient=False),
             default_queue_name=settings.queue_name,
@@ -68,12 +75,14 @@ def set_pool(pool: ArqRedis) -> None:
     """Use `pool` for this process's Redis calls (a worker shares arq's own pool)."""
     global _pool
     _pool = pool
+    _companions.clear()
 
 
 def clear_pool() -> None:
     """Forget the pool without closing it (its owner, e.g. arq's worker, closes it)."""
     global _pool
     _pool = None
+    _companions.clear()
 
 
 async def close_pool() -> None:
@@ -81,6 +90,17 @@ async def close_pool() -> None:
     if _pool is not None:
         await _pool.aclose()
     _pool = None
+    _companions.clear()
+
+
+async def companion(name: str, build: Callable[[ArqRedis], T]) -> T:
+    """`build(pool)` for the current pool, made once and kept until the pool changes (e.g. scripts
+    registered on it)."""
+    pool = await get_pool()
+    if name not in _companions:
+        _companions[name] = build(pool)
+    made: T = _companions[name]
+    return made
 
 
 async def ping() -> None:

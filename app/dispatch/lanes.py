@@ -33,7 +33,7 @@ from arq.constants import (
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from app.core.redis_pool import get_pool
+from app.core.redis_pool import companion
 from app.dispatch.scripts import (
     CLAIM_LUA,
     ENQUEUE_LUA,
@@ -187,13 +187,6 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-_registered: tuple[Redis, Scripts] | None = None
-
-
 async def registered_scripts() -> Scripts:
-    """The dispatch scripts registered on the process's pool (registered again if the pool changed)."""
-    global _registered
-    pool = await get_pool()
-    if _registered is None or _registered[0] is not pool:
-        _registered = (pool, Scripts(pool))
-    return _registered[1]
+    """The dispatch scripts registered on the process's pool (they go with it)."""
+    return await companion("dispatch-scripts", Scripts)
