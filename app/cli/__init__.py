@@ -6,7 +6,6 @@ API commands read REPORTCTL_API_URL (default http://127.0.0.1:8000) and REPORTCT
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,10 +13,10 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli_common import ApiKey, ApiUrl, api_client, parse_param, print_response
-from app.cli_fairshare import tenants, types
-from app.cli_schedules import schedules
-from app.cli_submit import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, submit_file
+from app.cli.client import ApiKey, ApiUrl, api_client, parse_param, print_response
+from app.cli.fairshare import tenants, types
+from app.cli.schedules import schedules
+from app.cli.submit import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, submit_file
 
 cli = typer.Typer(help="report-orchestrator command line", no_args_is_help=True)
 keys = typer.Typer(help="API keys (talks to the database in DATABASE_URL)", no_args_is_help=True)
@@ -263,8 +262,3 @@ def main() -> None:
         cli()
     except KeyboardInterrupt:
         sys.exit(130)
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("LOG_JSON", "false")
-    main()
