@@ -50,11 +50,11 @@ system-deps:
 	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server mariadb-server prometheus chromium fonts-dejavu-core
 
 run: install
-	$(PYTHON) -m workers.dev
+	$(PYTHON) -m devtools.run
 
 test: system-deps install
 	$(VENV_BIN)/ruff check .
-	$(VENV_BIN)/mypy app workers
+	$(VENV_BIN)/mypy app workers devtools
 	$(VENV_BIN)/lint-imports --no-cache
 	$(PYTHON) -m pytest -q --durations=30 $(PYTEST_ARGS)
 
@@ -73,7 +73,7 @@ soak: system-deps install
 lint: install
 	$(VENV_BIN)/ruff check .
 	$(VENV_BIN)/ruff format --check .
-	$(VENV_BIN)/mypy app workers
+	$(VENV_BIN)/mypy app workers devtools
 	$(VENV_BIN)/lint-imports --no-cache
 
 fmt: install
