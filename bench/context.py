@@ -50,7 +50,7 @@ class Bench:
     def __init__(self, work: Path, wrk: str | None) -> None:
         # Imported here: bench/run.py checks the bench dependency group before anything heavy is imported.
         from bench.servers import BenchMariaDB
-        from workers.local_servers import RedisServer
+        from devtools.servers import RedisServer
 
         self.work = work
         self.logs = work / "logs"
@@ -254,7 +254,7 @@ class Bench:
         and wait until every process answers /healthz (or, for several, until `workers` distinct pids did)."""
         import httpx
 
-        from workers.local_servers import free_port
+        from devtools.servers import free_port
 
         port = free_port()
         argv = [

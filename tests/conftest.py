@@ -13,10 +13,10 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from devtools.servers import MariaDBServer, RedisServer, ensure_binaries
 from tests.utils.database import alembic
 from tests.utils.keys import make_key
 from tests.utils.settings import BASE_ENV, reset_process_state
-from workers.local_servers import MariaDBServer, RedisServer, ensure_binaries
 
 
 @pytest.fixture(scope="session")

@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devtools.servers import free_port
 from tests.utils.metrics import promtool_check, samples
 from tests.utils.stack import PYTHON, Stack, wait_until
-from workers.local_servers import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

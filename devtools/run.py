@@ -1,5 +1,5 @@
 """All-in-one dev launcher behind `make run`: embedded Redis, migrations, a dev API key, the four processes.
-Each child runs in its own session and dies with the launcher (workers/children.py): no orphans."""
+Each child runs in its own session and dies with the launcher (devtools/children.py): no orphans."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from types import FrameType
 
 import httpx
 
-from workers import children
-from workers.dev_console import Console
-from workers.local_servers.base import free_port
+from devtools import children
+from devtools.console import Console
+from devtools.servers.base import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR_DIR = Path("var")
@@ -177,9 +177,9 @@ class Launcher:
         if configured:
             self.log(f"using REDIS_URL={_mask_password(configured)}")
             return True
-        # A guardian process owns valkey-server so that it cannot outlive us (see workers/dev_redis.py).
+        # A guardian process owns valkey-server so that it cannot outlive us (see devtools/embedded_redis.py).
         # Its stdin is a pipe only we hold: EOF there tells it we are gone, on any OS.
-        argv = [sys.executable, "-m", "workers.dev_redis", str(ROOT / VALKEY_DIR)]
+        argv = [sys.executable, "-m", "devtools.embedded_redis", str(ROOT / VALKEY_DIR)]
         self.redis = Child("redis", self._popen(argv, stdin=subprocess.PIPE))
         first, rest = children.read_first_line(
             self.redis.proc, REDIS_START_TIMEOUT_S, give_up=lambda: self.stop_signal is not None

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from workers.local_servers.base import (
+from devtools.servers.base import (
     ServerStartError,
     _ChildServer,
     _mariadb_binaries,
