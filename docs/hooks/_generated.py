@@ -1,9 +1,5 @@
-"""What the docs hooks share: the generated blocks (`<!-- generated: NAME -->` … `<!-- /generated -->`) that a
-hook fills at build time, the repository root on sys.path, and the project's pyproject.toml.
-
-A page keeps only the two marker lines (and, between them, a note for readers of the raw Markdown); the hook
-that owns NAME replaces the whole block in the page's Markdown when MkDocs builds it, so the site always shows
-what the code says today. A hook fails the build when no page has its block, or when what it reads is missing.
+"""What the docs hooks share: a page's generated block (`<!-- generated: NAME -->` … `<!-- /generated -->`),
+filled at build time by the hook that owns NAME, and the repository's root and pyproject.toml.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""MkDocs hook: `reportctl`'s reference, the help of every command and sub-command of the typer app as the
-command line prints it, rendered at `<!-- generated: cli-reference -->`.
-
-The program's name comes from pyproject's [project.scripts]; if CLI_APP cannot be imported, the hook looks for
-the typer app in the module that the script entry points at, and fails with a clear message if it finds none.
+"""MkDocs hook: `reportctl`'s reference, every command's plain `--help` from the typer app (CLI_APP, else the
+module pyproject's [project.scripts] names); block `cli-reference`.
 """
 
 from __future__ import annotations

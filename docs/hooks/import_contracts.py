@@ -1,8 +1,5 @@
-"""MkDocs hook: the import contracts that `lint-imports` enforces, read from import-linter's own configuration
-(pyproject's [tool.importlinter], else .importlinter or setup.cfg), rendered at `<!-- generated: layers -->`.
-
-A layers contract becomes a diagram, top layer first; every other contract a rule in words. Module and
-contract names are read as configured, so moving a package only needs the contract changed.
+"""MkDocs hook: import-linter's contracts (pyproject, .importlinter or setup.cfg) as the architecture page's
+layer diagram and rules, with module and contract names as configured; block `layers`.
 """
 
 from __future__ import annotations

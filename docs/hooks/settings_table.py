@@ -1,7 +1,5 @@
-"""MkDocs hook: the configuration table, one row per field of the settings class (its environment variable,
-default and `Field(description=...)`), rendered at `<!-- generated: settings-table -->`.
-
-Only the class is read, never an instance: nothing from the environment or `.env` reaches the docs.
+"""MkDocs hook: the configuration table, one row per settings field (environment variable, default and
+`Field(description=...)`), read from the class only, never from the environment; block `settings-table`.
 """
 
 from __future__ import annotations
