@@ -15,7 +15,8 @@ WORKDIR /app
 COPY pyproject.toml uv.lock ./
 RUN uv sync --frozen --no-dev --no-install-project
 
-# Only what the processes need (no .venv, var/ or tests from the build context).
+# Only what the processes need: no .venv, var/, tests/, bench/ or devtools/ (dev tooling, never shipped) from
+# the build context; README.md is the package's readme, which the build of the project reads.
 COPY README.md alembic.ini ./
 COPY alembic ./alembic
 COPY app ./app
@@ -32,4 +33,4 @@ ENV PATH=/app/.venv/bin:$PATH \
 
 EXPOSE 8000
 # API_WORKERS processes (settings default 1; compose sets 0 = one per core).
-CMD ["python", "-m", "app.api.serve", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["python", "-m", "app.serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,5 +1,5 @@
 """ASGI entry point: `uvicorn app.main:app`."""
 
-from app.api.main import create_app
+from app.application import create_app
 
 app = create_app()

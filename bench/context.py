@@ -50,7 +50,7 @@ class Bench:
     def __init__(self, work: Path, wrk: str | None) -> None:
         # Imported here: bench/run.py checks the bench dependency group before anything heavy is imported.
         from bench.servers import BenchMariaDB
-        from workers.local_servers import RedisServer
+        from devtools.servers import RedisServer
 
         self.work = work
         self.logs = work / "logs"
@@ -110,11 +110,11 @@ class Bench:
         registry.load(False, ["bench.noop_report"])
 
     async def close(self) -> None:
-        from app.core import queue
+        from app.core import redis_pool
         from app.core.db import dispose_engine
 
         with contextlib.suppress(Exception):
-            await queue.close_pool()
+            await redis_pool.close_pool()
         with contextlib.suppress(Exception):
             await dispose_engine()
         if self.rds is not None:
@@ -254,7 +254,7 @@ class Bench:
         and wait until every process answers /healthz (or, for several, until `workers` distinct pids did)."""
         import httpx
 
-        from workers.local_servers import free_port
+        from devtools.servers import free_port
 
         port = free_port()
         argv = [

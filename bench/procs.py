@@ -1,4 +1,4 @@
-"""Child processes of the benchmark (workers/children.py: own session, dying with us) and what they cost:
+"""Child processes of the benchmark (devtools/children.py: own session, dying with us) and what they cost:
 CPU time and RSS of processes, process groups and the machine (psutil when installed, else /proc)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from workers import children
+from devtools import children
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from workers.local_servers import MariaDBServer
+from devtools.servers import MariaDBServer
 
 
 class BenchMariaDB(MariaDBServer):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from app.api.main import create_app
+from app.application import create_app
 
 
 async def bench_noop() -> dict[str, object]:

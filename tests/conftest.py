@@ -13,10 +13,10 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from devtools.servers import MariaDBServer, RedisServer, ensure_binaries
 from tests.utils.database import alembic
 from tests.utils.keys import make_key
 from tests.utils.settings import BASE_ENV, reset_process_state
-from workers.local_servers import MariaDBServer, RedisServer, ensure_binaries
 
 
 @pytest.fixture(scope="session")
@@ -87,7 +87,7 @@ async def env(
 
 @pytest.fixture
 async def client(env: Any) -> AsyncIterator[httpx.AsyncClient]:
-    from app.api.main import create_app
+    from app.application import create_app
 
     app = create_app()
     transport = httpx.ASGITransport(app=app)

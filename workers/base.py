@@ -17,13 +17,12 @@ from arq.worker import Worker
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
-from app.core import lanes, queue
 from app.core.db import is_db_outage
 from app.core.grouping import GroupCommit
+from app.dispatch import claiming, lanes, queue, running
 from app.fairshare.service import rebuild_dispatch
 from app.fleet.schemas import ProcessKind
 from app.fleet.service import Presence
-from workers import claiming, running
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +178,8 @@ class OrchestratorWorker(Worker):
 
     async def claim_and_start(self) -> None:
         """arq's poll iteration with one script instead of a ZRANGEBYSCORE plus five round trips per job id:
-        claim what the free slots can take (the lanes decide which: app.core.lanes) with what each job needs
-        to start, start it, reap finished tasks, beat arq's health check."""
+        claim what the free slots can take (the lanes decide which: app.dispatch.lanes) with what each job
+        needs to start, start it, reap finished tasks, beat arq's health check."""
         slots = self.max_jobs - self.job_counter
         if self.burst and self.max_burst_jobs >= 0:
             slots = min(slots, self.max_burst_jobs - self._jobs_started())
@@ -193,7 +192,7 @@ class OrchestratorWorker(Worker):
             for job in claimed.jobs:
                 await self.sem.acquire()  # never waits: no more were claimed than there are free slots
                 self.job_counter += 1
-                # Not arq's run_job: the claim read what its first round trip reads (workers/running.py)
+                # Not arq's run_job: the claim read what its first round trip reads (app/dispatch/running.py)
                 task = self.loop.create_task(running.run_claimed(self, job))
                 task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
                 self.tasks[job.job_id] = task

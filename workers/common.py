@@ -1,6 +1,6 @@
 """Start-up, shutdown and the `python -m` entry shared by the arq worker processes.
 
-Loads settings, logging and the report registry; shares arq's Redis pool with `app.core.queue`.
+Loads settings, logging and the report registry; shares arq's Redis pool with `app.dispatch.queue`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from app.core import failpoints, metrics, queue, tracing
+from app.core import failpoints, metrics, redis_pool, tracing
 from app.core.config import get_settings
 from app.core.db import dispose_engine
 from app.core.heap import freeze_startup_heap
@@ -40,12 +40,12 @@ def arq_job_timeout_s() -> float:
 async def on_startup(ctx: dict[str, Any]) -> None:
     ctx["worker_name"] = worker_name()
     # Enqueues made while running a job (retries, dead letters, callbacks) go through arq's own pool.
-    queue.set_pool(ctx["redis"])
+    redis_pool.set_pool(ctx["redis"])
     freeze_startup_heap()
 
 
 async def on_shutdown(ctx: dict[str, Any]) -> None:
-    queue.clear_pool()  # arq closes its pool itself, right after this hook
+    redis_pool.clear_pool()  # arq closes its pool itself, right after this hook
     await dispose_engine()
 
 

@@ -12,8 +12,9 @@ from arq.worker import func
 
 from app.callbacks import service as callbacks
 from app.core.config import get_settings
-from app.core.queue import DELIVER_CALLBACK, HANDLE_DEAD_LETTER, deserialize, redis_settings, serialize
+from app.core.redis_pool import deserialize, redis_settings, serialize
 from app.dead_letters import dispatch
+from app.dispatch.queue import DELIVER_CALLBACK, HANDLE_DEAD_LETTER
 from workers.common import on_shutdown, on_startup, run_worker
 
 ARQ_MAX_TRIES = 1_000_000

@@ -14,7 +14,8 @@ from arq.worker import func
 from app.attempts.runner import SlotCheck, run_job
 from app.core.config import get_settings
 from app.core.db import is_db_outage
-from app.core.queue import RUN_REPORT, deserialize, redis_settings, serialize
+from app.core.redis_pool import deserialize, redis_settings, serialize
+from app.dispatch.queue import RUN_REPORT
 from app.fairshare.service import hold_slot
 from workers.common import arq_job_timeout_s, load_registry, on_shutdown, on_startup, run_worker
 

@@ -14,7 +14,7 @@ import signal
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from app.core import failpoints, metrics, queue, tracing
+from app.core import failpoints, metrics, redis_pool, tracing
 from app.core.config import get_settings
 from app.core.db import dispose_engine
 from app.core.logs import setup_logging
@@ -91,7 +91,7 @@ async def main() -> None:
     await fires
     scheduler.shutdown(wait=False)
     await presence.stop()
-    await queue.close_pool()
+    await redis_pool.close_pool()
     await dispose_engine()
 
 

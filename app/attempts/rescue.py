@@ -9,11 +9,12 @@ from datetime import timedelta
 
 from app.attempts.repository import AttemptRepository
 from app.attempts.service import error_dict, fail_attempt, finish_cancelled
-from app.core import metrics, queue
+from app.core import metrics
 from app.core.db import session_scope
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus
 from app.core.times import utcnow
-from app.fairshare.service import lane_of, release_slots, slots_held
+from app.dispatch import queue
+from app.fairshare.service import release_slots, slots_held
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
                     job.replay_count,
                     defer_until=now + timedelta(seconds=result.delay_s),
                     traceparent=job.traceparent,
-                    lane=lane_of(job),
+                    lane=queue.lane_of(job),
                     suffix=f"lost{key.attempt}",
                 )
             )

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import PrincipalDep
-from app.api.errors import problem_responses
-from app.api.pagination import JobId, check_id
 from app.attempts import service
 from app.attempts.schemas import AttemptPublic
+from app.auth.http import PrincipalDep
+from app.http.errors import problem_responses
+from app.http.pagination import JobId, check_id
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -22,8 +22,8 @@ from app.core import failpoints, tracing
 from app.core.config import get_settings
 from app.core.db import is_db_outage
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus
-from app.core.storage import get_output_store
 from app.models import ReportJob
+from app.outputs import get_output_store
 from app.reports.base import OutputInfo, PermanentError, ReportContext
 from app.reports.registry import registry
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.attempts.repository import AttemptRepository
-from app.core import metrics, queue
+from app.core import metrics
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import NotFound
@@ -22,7 +22,7 @@ from app.core.states import STARTABLE, AttemptKey, AttemptOutcome, JobStatus, st
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository
-from app.fairshare.service import lane_of
+from app.dispatch import queue
 from app.jobs.effects import NO_EFFECTS, TerminalEffects, stage_terminal_effects
 from app.jobs.repository import JobRepository
 from app.jobs.waiting import eligible_since
@@ -340,7 +340,9 @@ async def release_attempt(key: AttemptKey, why: tuple[str, str] = SHUTDOWN_HANDB
         # Pending again, so it has a message like any pending job: its own may be gone already (a delivery
         # cancelled mid-start went back to its lane, and another worker dropped it as someone else's while the
         # start still held the job); if it is still there, this is a no-op.
-        await queue.enqueue_run(job.id, job.replay_count, traceparent=job.traceparent, lane=lane_of(job))
+        await queue.enqueue_run(
+            job.id, job.replay_count, traceparent=job.traceparent, lane=queue.lane_of(job)
+        )
     return True
 
 

@@ -6,7 +6,6 @@ A tenant is a lowercase ASCII slug: MySQL compares case-, accent- and trailing-s
 from __future__ import annotations
 
 import hashlib
-import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,12 +14,11 @@ from app.auth.repository import ApiKeyRepository
 from app.core.db import session_scope
 from app.core.errors import ValidationFailed
 from app.core.ids import new_id
-from app.core.tenancy import EVERY_TENANT, TenantScope
+from app.core.tenancy import EVERY_TENANT, TENANT_RE, TenantScope
 from app.core.times import utcnow
 from app.models import ApiKey
 
 KEY_PREFIX = "ro_"
-TENANT_RE = re.compile(r"[a-z0-9][a-z0-9._:-]{0,63}")
 VALID_SCOPES = frozenset({"jobs:read", "jobs:write", "admin"})
 
 

@@ -21,13 +21,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.callbacks.pinned import post_pinned
 from app.callbacks.repository import CallbackRepository
 from app.callbacks.ssrf import CallbackRefused, check_url
-from app.core import metrics, queue, tracing
+from app.core import metrics, tracing
 from app.core.config import Settings, get_settings
 from app.core.db import is_db_outage, outage_retrying, session_scope
 from app.core.ids import new_id
 from app.core.signing import EVENT_HEADER, SIGNATURE_HEADER, sign
 from app.core.states import CallbackStatus
 from app.core.times import utcnow
+from app.dispatch import queue
 from app.models import CallbackDelivery
 
 log = logging.getLogger(__name__)

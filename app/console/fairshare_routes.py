@@ -9,9 +9,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from app.auth.service import TENANT_RE
 from app.console.session import Flash
 from app.console.web import ConsoleProblem, Viewer, ViewerDep, back_to, checked_form, readable_errors, render
+from app.core.tenancy import TENANT_RE
 from app.fairshare import service as fairshare
 
 router = APIRouter(prefix="/ui", include_in_schema=False)

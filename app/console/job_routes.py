@@ -40,8 +40,8 @@ from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.fairshare import service as fairshare
 from app.jobs import service as jobs_service
 from app.jobs.repository import JobFilter
-from app.jobs.routes import output_response
 from app.jobs.schemas import JobPublic
+from app.outputs.http import output_response
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 

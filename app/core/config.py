@@ -1,4 +1,5 @@
-"""Settings for every process, read from the environment and `.env` (see the README's table).
+"""Settings for every process, read from the environment and `.env` (docs/reference/configuration.md is
+generated from the fields' descriptions).
 
 Times are seconds and may be fractional so tests can run the whole state machine quickly.
 """
@@ -7,103 +8,23 @@ from __future__ import annotations
 
 import re
 from functools import cached_property, lru_cache
-from pathlib import Path
-from typing import Annotated
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import SecretStr, field_validator, model_validator
+from pydantic_settings import SettingsConfigDict
 
 from app.core.backoff import BackoffPolicy
+from app.core.config_fields import CoreFields, NotifyFields, RuntimeFields
 from app.core.states import default_max_attempts
 
 PLACEHOLDER_SECRETS = {"", "changeme", "change-me", "secret", "password", "xxx", "todo", "sec", "example"}
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+class Settings(RuntimeFields, NotifyFields, CoreFields):  # fields in the order Core, Notify, Runtime
+    """Every setting (the fields, by topic, in app/core/config_fields.py: their descriptions are the docs'
+    configuration table, links relative to docs/), parsed and checked."""
 
-    env: str = "development"
-    database_url: SecretStr = SecretStr("sqlite+aiosqlite:///./var/reports.db")
-    redis_url: SecretStr | None = None
-    retry_delays_s: Annotated[list[float], NoDecode] = Field(default_factory=lambda: [10.0, 30.0, 60.0])
-    job_timeout_s: float = Field(300.0, gt=0)
-    stuck_after_s: float = Field(360.0, gt=0)
-    scan_interval_s: float = Field(60.0, gt=0)
-    # A schedule's latest fire that is at most this late still runs as on time; older ones are "missed".
-    schedule_misfire_grace_s: float = Field(60.0, ge=0)
-    dead_letter_ttl_s: float = Field(604800.0, gt=0)
-    dead_letter_retention_s: float = Field(90 * 86400.0, gt=0)
-    job_retention_s: float = Field(259200.0, gt=0)
-    output_dir: Path = Path("./var/outputs")
-    # "local" keeps report files in OUTPUT_DIR; "s3://bucket/prefix" puts them in an S3-compatible store, and
-    # OUTPUT_DIR is then only each process's own scratch space (a report is spooled there, then uploaded).
-    output_storage: str = "local"
-    output_s3_endpoint_url: str | None = None  # unset: AWS_ENDPOINT_URL, else AWS itself
-    output_s3_region: str | None = None  # unset: AWS_REGION / AWS_DEFAULT_REGION
-    output_s3_access_key_id: SecretStr | None = None  # unset: AWS_ACCESS_KEY_ID (or the instance's role)
-    output_s3_secret_access_key: SecretStr | None = None
-    output_s3_path_style: bool | None = None  # unset: path-style exactly when an endpoint is set (MinIO)
-    output_s3_timeout_s: float = Field(30.0, gt=0)  # connect timeout, and how long one request is retried
-    # > 0: a download answers 307 to a presigned link valid this long; 0: the API streams the object itself.
-    # Whole seconds up to S3's 7 days: a signature carries whole seconds (0.5 would sign a link already dead).
-    output_link_ttl_s: int = Field(60, ge=0, le=604_800)
-    dingtalk_webhook_url: SecretStr | None = None
-    dingtalk_secret: SecretStr | None = None
-    feishu_webhook_url: SecretStr | None = None
-    feishu_secret: SecretStr | None = None
-    alert_webhook_url: SecretStr | None = None
-    alert_webhook_secret: SecretStr | None = None
-    alert_max_per_minute: int = Field(20, gt=0)
-    alert_rate_window_s: float = Field(60.0, gt=0)
-    alert_coalesce_s: float = Field(1.0, ge=0)
-    alert_timeout_s: float = Field(5.0, gt=0)
-    alert_retry_max_s: float = Field(300.0, gt=0)
-    public_base_url: str = "http://127.0.0.1:8000"
-    callback_secret: SecretStr | None = None
-    callback_tenant_secrets: Annotated[dict[str, SecretStr], NoDecode] = Field(default_factory=dict)
-    callback_retry_delays_s: Annotated[list[float], NoDecode] = Field(
-        default_factory=lambda: [60.0 * (2 * n + 1) for n in range(9)]
-    )
-    callback_max_attempts: int = Field(10, gt=0)
-    callback_timeout_s: float = Field(10.0, gt=0)
-    callback_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    enable_demo_reports: bool = False
-    report_modules: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    max_body_bytes: int = Field(65536, gt=0)
-    max_params_depth: int = Field(8, gt=0)
-    max_params_string_chars: int = Field(10_000, gt=0)
-    max_params_items: int = Field(2_000, gt=0)
-    submit_rate_limit_per_minute: int = Field(0, ge=0)
-    idempotency_ttl_s: float = Field(86400.0, gt=0)
-    api_key_cache_ttl_s: float = Field(2.0, ge=0)
-    worker_max_jobs: int = Field(10, gt=0)
-    worker_poll_delay_s: float = Field(0.5, gt=0)
-    # Concurrent attempts of one worker process that start (or succeed) together share one transaction;
-    # 1 turns group commit off.
-    worker_group_commit_max_jobs: int = Field(64, ge=1, le=1000)
-    worker_shutdown_grace_s: float = Field(30.0, ge=0)
-    # Concurrent single submits of one API process share one transaction and one enqueue; 1 turns it off.
-    api_group_commit_max_jobs: int = Field(64, ge=1, le=1000)
-    # Fair share (app.fairshare): running jobs allowed per report type (JSON {"type": n}, over what the type
-    # declares; `reportctl types set-cap` overrides both) and per tenant (0: no cap; per-tenant overrides
-    # with `reportctl tenants set-cap`).
-    report_type_max_concurrency: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)
-    tenant_max_running: int = Field(0, ge=0)
-    queue_name: str = "arq:queue"
-    dead_letter_queue_name: str = "arq:dead-letters"
-    db_pool_size: int = Field(10, gt=0)
-    api_workers: int = Field(1, ge=0)  # uvicorn processes of `python -m app.api.serve`; 0 = one per core
-    log_level: str = "INFO"
-    console_secret: SecretStr | None = None
-    console_session_ttl_s: float = Field(8 * 3600.0, gt=0)
-    console_refresh_s: float = Field(3.0, gt=0)
-    metrics_enabled: bool = True
-    metrics_tenant_label: bool = True
-    metrics_port: int = Field(0, ge=0, le=65535)
-    metrics_cache_s: float = Field(5.0, ge=0)
-    worker_heartbeat_s: float = Field(5.0, gt=0)
-    log_json: bool = True
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
 
     @field_validator("retry_delays_s", "callback_retry_delays_s", mode="before")
     @classmethod

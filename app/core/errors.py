@@ -1,4 +1,4 @@
-"""The domain's error tree; `app/api/errors.py` maps each class to one HTTP status.
+"""The domain's error tree; `app/http/errors.py` maps each class to one HTTP status.
 
 OrchestratorError
  ├── NotFound              job (or other tenant's job) does not exist      → 404

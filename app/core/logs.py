@@ -8,25 +8,33 @@ from __future__ import annotations
 import logging
 import sys
 
+from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
 from app.core.config import get_settings
 
 # Attributes every LogRecord has; anything else on a record came from `extra=` and is worth showing.
 _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# Extras no line shows: uvicorn's `color_message` is its message again with ANSI colour codes (for its own
+# formatter, which ours replace), escape sequences in a log file or a terminal that is not one.
+HIDDEN_EXTRAS = frozenset({"color_message"})
 # Libraries that log each request or tick at INFO: their routine lines only at WARNING.
 QUIET_LOGGERS = ("httpx", "httpcore", "apscheduler")
 
 
 class TextFormatter(logging.Formatter):
-    """`12:00:30 WARNING app.core.queue: enqueue failed job_id=01J… error=…`: one line, extras included."""
+    """`12:00:30 WARNING app.dispatch.queue: enqueue failed job_id=01J… error=…`: one line, with extras."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        extras = {k: v for k, v in vars(record).items() if k not in _STANDARD_ATTRS and not k.startswith("_")}
+        extras = {
+            k: v
+            for k, v in vars(record).items()
+            if k not in _STANDARD_ATTRS and k not in HIDDEN_EXTRAS and not k.startswith("_")
+        }
         if not extras:
             return line
         pairs = " ".join(f"{key}={value}" for key, value in extras.items())
@@ -40,7 +48,9 @@ def setup_logging(process: str) -> None:
     if settings.log_json:
         handler.setFormatter(
             JsonFormatter(
-                "%(asctime)s %(levelname)s %(name)s %(message)s", static_fields={"process": process}
+                "%(asctime)s %(levelname)s %(name)s %(message)s",
+                static_fields={"process": process},
+                reserved_attrs=[*RESERVED_ATTRS, *HIDDEN_EXTRAS],
             )
         )
     else:

@@ -130,7 +130,7 @@ def reset_metrics() -> None:
     get_metrics.cache_clear()
 
 
-# Set by `python -m app.api.serve` before it starts several API processes: their counters then live in files
+# Set by `python -m app.serve` before it starts several API processes: their counters then live in files
 # there (prometheus-client's multiprocess mode), and any one process's /metrics adds up all of them.
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 

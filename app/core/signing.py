@@ -1,6 +1,7 @@
 """HMAC-SHA256 signatures of outgoing HTTP bodies (completion callbacks and the alert webhook).
 
-`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>." + body>`, the scheme receivers verify (README).
+`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>." + body>`, the scheme receivers verify
+(docs/how-to/callbacks.md).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from redis.asyncio.lock import Lock
 from redis.exceptions import LockNotOwnedError
 from sqlalchemy.exc import IntegrityError
 
-from app.core import metrics, queue, tracing
+from app.core import metrics, redis_pool, tracing
 from app.core.config import Settings, get_settings
 from app.core.db import is_db_outage, outage_retrying, session_scope
 from app.core.ids import new_id
@@ -103,7 +103,7 @@ class _Lease:
 async def dispatch_alerts(sinks: Sequence[AlertSink] | None = None) -> AlertOutcome:
     """Send every due pending alert to every sink within its budget; one dispatcher at a time."""
     settings = get_settings()
-    lock = await queue.try_lock("alerts-dispatch", ttl_s=lease_s(settings))
+    lock = await redis_pool.try_lock("alerts-dispatch", ttl_s=lease_s(settings))
     if lock is None:
         return AlertOutcome("another dispatcher is sending", retry_in_s=1.0)
     try:

@@ -1,29 +1,20 @@
-"""/v1/dead-letters: list dead letters, resolve one by hand, and replay them in bulk (admin).
-
-Bulk replay and resolve are jobs use cases (`app.jobs.service`) served here, beside the letters.
+"""/v1/dead-letters: list dead letters. Resolving one by hand and replaying them in bulk are jobs use cases,
+served under the same path by `app.jobs.routes.letters_router`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 
-from app.api.deps import PrincipalDep
-from app.api.errors import problem_responses
-from app.api.pagination import ULID_RE, Cursor, Limit, decode_cursor, next_cursor
-from app.core.errors import NotFound
+from app.auth.http import PrincipalDep
 from app.core.wire import IsoDateTime
 from app.dead_letters import service
 from app.dead_letters.repository import LetterFilter
-from app.dead_letters.schemas import (
-    BulkReplay,
-    BulkReplayResult,
-    DeadLetterPage,
-    DeadLetterPublic,
-    ResolveRequest,
-)
-from app.jobs import service as jobs_service
+from app.dead_letters.schemas import DeadLetterPage, DeadLetterPublic
+from app.http.errors import problem_responses
+from app.http.pagination import Cursor, Limit, decode_cursor, next_cursor
 
 router = APIRouter(prefix="/v1/dead-letters", tags=["dead letters"])
 
@@ -55,38 +46,3 @@ async def list_dead_letters(
         items=[DeadLetterPublic.of(r) for r in rows[:limit]],
         next_cursor=next_cursor([r.id for r in rows], limit),
     )
-
-
-@router.post(
-    "/replay",
-    status_code=202,
-    response_model=BulkReplayResult,
-    responses=problem_responses(401, 403, 413, 422, 503),
-    summary="Replay dead letters in bulk (admin)",
-)
-async def replay_dead_letters(body: BulkReplay, _principal: PrincipalDep) -> BulkReplayResult:
-    count = await jobs_service.replay_dead_letters(
-        job_ids=body.job_ids or (), report_type=body.report_type, since=body.since
-    )
-    return BulkReplayResult(replayed=count)
-
-
-@router.post(
-    "/{letter_id}/resolve",
-    response_model=DeadLetterPublic,
-    responses=problem_responses(401, 403, 404, 409, 413, 422, 503),
-    summary="Resolve a dead letter by hand (no replay)",
-)
-async def resolve_dead_letter(
-    letter_id: Annotated[str, Path(description="Dead letter id (ULID)")],
-    body: ResolveRequest,
-    principal: PrincipalDep,
-) -> DeadLetterPublic:
-    """For a dead job whose effect an operator fixed by hand: the letter is archived with who and why, and the
-    jobs of its ordering key that wait for it proceed. The job stays `dead` and can still be replayed."""
-    if not ULID_RE.match(letter_id):
-        raise NotFound(f"No dead letter {letter_id[:40]!r}.")
-    letter = await jobs_service.resolve_dead_letter(
-        letter_id, principal.tenant_scope, principal.label, body.reason
-    )
-    return DeadLetterPublic.of(letter)

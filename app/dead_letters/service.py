@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from app.core import queue
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
+from app.dispatch import queue
 from app.models import DeadLetter
 
 

@@ -9,9 +9,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from app.api.deps import PrincipalDep
-from app.api.errors import problem_responses
-from app.auth.service import TENANT_RE
+from app.auth.http import PrincipalDep
+from app.core.tenancy import TENANT_RE
 from app.fairshare import service
 from app.fairshare.schemas import (
     ReportTypePolicyList,
@@ -21,6 +20,7 @@ from app.fairshare.schemas import (
     TenantPolicyPatch,
     TenantPolicyPublic,
 )
+from app.http.errors import problem_responses
 
 router = APIRouter(tags=["fair share"])
 

@@ -1,6 +1,6 @@
 """Fair share: the policy the workers' claim obeys (caps, weights, pauses from MySQL, the settings and the
 report types), kept in Redis by whoever changes it, rebuilt after a flush, and slots freed when a claim
-outlived its job. The claim itself is one Lua script (app/core/lanes.py, called by workers/claiming.py).
+outlived its job. The claim itself is one Lua script (app/dispatch: lanes.py, claiming.py).
 """
 
 from __future__ import annotations
@@ -11,24 +11,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.core import queue
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.core.lanes import DEFAULT_PRIORITY, Lane, Policy, Running, Wait
 from app.core.states import JobStatus
+from app.dispatch import capacity, queue
+from app.dispatch.lanes import DEFAULT_PRIORITY, Policy, Running, Wait
 from app.fairshare.repository import FairShareRepository
 from app.models import ReportJob, ReportTypePolicy, TenantPolicy
 from app.reports.registry import registry
 
 log = logging.getLogger(__name__)
 
-BY_TYPE, BY_TENANT = 0, 1  # the halves of queue.running_counts()
-
-
-def lane_of(job: ReportJob) -> Lane:
-    """The lane a job's messages wait in: its priority, tenant and report type."""
-    return Lane(job.priority, job.tenant, job.report_type)
+BY_TYPE, BY_TENANT = 0, 1  # the halves of capacity.running_counts()
 
 
 def default_priority(report_type: str) -> int:
@@ -95,7 +90,7 @@ def policy_of(tenants: Sequence[TenantPolicy], types: Sequence[ReportTypePolicy]
 async def publish_policy() -> None:
     """Push the policy MySQL holds to Redis (after a change, and every scheduler tick in case a change
     was made while Redis was away)."""
-    await queue.set_policy(await current_policy())
+    await capacity.set_policy(await current_policy())
 
 
 async def rebuild_dispatch() -> bool:
@@ -105,7 +100,7 @@ async def rebuild_dispatch() -> bool:
         repo = FairShareRepository(session)
         running = [Running(*row) for row in await repo.running_jobs()]
         policy = policy_of(await repo.tenant_policies(), await repo.type_policies())
-    rebuilt = await queue.rebuild_dispatch(running, policy)
+    rebuilt = await capacity.rebuild_dispatch(running, policy)
     if rebuilt:
         log.warning("dispatch state rebuilt from MySQL (Redis was emptied)", extra={"running": len(running)})
     return rebuilt
@@ -114,7 +109,7 @@ async def rebuild_dispatch() -> bool:
 async def release_slots(job_ids: Sequence[str], seen: Mapping[str, tuple[str, float]] | None = None) -> int:
     """Free the slots of jobs whose attempt was declared over by the scheduler (lost, cancelled); with
     `seen` (`slots_held` read before the attempts were declared over) only slots no claim took over since."""
-    return await queue.release_slots(job_ids, seen)
+    return await capacity.release_slots(job_ids, seen)
 
 
 async def hold_slot(job: ReportJob, arq_id: str, token: str, lease_ms: int) -> bool:
@@ -123,7 +118,7 @@ async def hold_slot(job: ReportJob, arq_id: str, token: str, lease_ms: int) -> b
     and the rebuild once it is back reads this start from MySQL)."""
     for _ in range(3):
         try:
-            answer = await queue.hold_slot(arq_id, token, lane_of(job), lease_ms)
+            answer = await capacity.hold_slot(arq_id, token, queue.lane_of(job), lease_ms)
             if answer != "rebuild":
                 return answer == "ok"
             await rebuild_dispatch()
@@ -134,7 +129,7 @@ async def hold_slot(job: ReportJob, arq_id: str, token: str, lease_ms: int) -> b
 
 
 async def slots_held() -> dict[str, tuple[str, float]]:
-    return await queue.slots_held()
+    return await capacity.slots_held()
 
 
 async def sweep_slots(older_than_s: float | None = None) -> list[str]:
@@ -143,7 +138,7 @@ async def sweep_slots(older_than_s: float | None = None) -> list[str]:
     meanwhile. Their messages are dropped too; returns the jobs, for the reconciliation to enqueue afresh."""
     if older_than_s is None:
         older_than_s = get_settings().stuck_after_s
-    held = await queue.slots_held()
+    held = await capacity.slots_held()
     cutoff_ms = time.time() * 1000 - older_than_s * 1000
     old = [job_id for job_id, (_, since_ms) in held.items() if since_ms <= cutoff_ms]
     if not old:
@@ -153,7 +148,7 @@ async def sweep_slots(older_than_s: float | None = None) -> list[str]:
     stale = [job_id for job_id in old if job_id not in running]
     if stale:
         log.warning("freeing slots of jobs that are not running", extra={"jobs": stale[:20]})
-        await queue.release_slots(stale, held)
+        await capacity.release_slots(stale, held)
     return stale
 
 
@@ -168,9 +163,9 @@ async def waiting_for(jobs: Sequence[ReportJob]) -> list[dict[str, Any] | None]:
     """For each job still waiting to start (pending, or due and retrying): the pause or full cap that keeps
     it waiting now, or None. None everywhere when Redis cannot say."""
     waiting = [job.status in (JobStatus.PENDING, JobStatus.RETRYING) for job in jobs]
-    lanes = [lane_of(job) for job, wait in zip(jobs, waiting, strict=True) if wait]
+    lanes = [queue.lane_of(job) for job, wait in zip(jobs, waiting, strict=True) if wait]
     try:
-        waits = iter(await queue.explain_waits(lanes))
+        waits = iter(await capacity.explain_waits(lanes))
     except Exception as exc:
         log.warning("cannot tell why jobs wait: Redis unavailable", extra={"error": repr(exc)})
         return [None] * len(jobs)
@@ -279,6 +274,6 @@ def _type_view(name: str, row: ReportTypePolicy | None, running: int) -> TypeVie
 async def _running(by: int) -> dict[str, int]:
     """Slots held now across every worker, by report type (`by` 0) or tenant (1); none if Redis is away."""
     try:
-        return (await queue.running_counts())[by]
+        return (await capacity.running_counts())[by]
     except Exception:
         return {}

@@ -9,10 +9,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import PrincipalDep
-from app.api.errors import problem_responses
+from app.auth.http import PrincipalDep
 from app.fleet import service
 from app.fleet.schemas import StateFilter, WorkerList, WorkerPublic
+from app.http.errors import problem_responses
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"])
 

@@ -11,11 +11,12 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from app.core import metrics, queue, tracing
+from app.core import metrics, redis_pool, tracing
 from app.core.config import get_settings
 from app.core.errors import IdempotencyConflict, OrchestratorError, ValidationFailed
 from app.core.ids import new_id
 from app.core.times import utcnow
+from app.dispatch import queue
 from app.fairshare.service import waiting_document
 from app.jobs.repository import insert_jobs
 from app.jobs.service import (
@@ -129,7 +130,7 @@ async def _within_rate_limit(
     per_minute = get_settings().submit_rate_limit_per_minute
     if not per_minute or not items:
         return items
-    allowed, retry_after_s = await queue.take_rate_tokens(tenant, per_minute, len(items))
+    allowed, retry_after_s = await redis_pool.take_rate_tokens(tenant, per_minute, len(items))
     for item in items[allowed:]:
         outcomes[item.index] = rate_limited(tenant, per_minute, retry_after_s)
     return items[:allowed]

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.callbacks.service import stage_delivery
-from app.core import queue
 from app.core.db import session_scope
 from app.core.tenancy import EVERY_TENANT
-from app.fairshare.service import lane_of
+from app.dispatch import queue
 from app.jobs.repository import JobRepository
 from app.jobs.schemas import JobPublic
 
@@ -53,7 +52,7 @@ async def stage_terminal_effects(session: AsyncSession, job_id: str) -> Terminal
 async def wake_next_in_order(tenant: str, ordering_key: str, woken_by: str) -> None:
     """Enqueue the earliest pending job of an ordering key (it re-checks its predecessors itself).
 
-    A job has one message (app/core/lanes.py): a wake-up of a job that has one adds none, and one whose
+    A job has one message (app/dispatch/lanes.py): a wake-up of a job that has one adds none, and one whose
     message is running asks it to run once more if it ends without starting the job (a Blocked start racing
     this finish). The message id naming the predecessor only tells, in Redis, who woke it."""
     async with session_scope() as session:
@@ -64,5 +63,5 @@ async def wake_next_in_order(tenant: str, ordering_key: str, woken_by: str) -> N
             job.replay_count,
             suffix=f"after-{woken_by}",
             traceparent=job.traceparent,
-            lane=lane_of(job),
+            lane=queue.lane_of(job),
         )

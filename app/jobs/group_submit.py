@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from functools import cache
 
-from app.core import failpoints, queue
+from app.core import failpoints
 from app.core.config import get_settings
 from app.core.db import is_db_outage, is_lock_conflict
 from app.core.grouping import GroupCommit
-from app.core.lanes import Wait
+from app.dispatch import queue
+from app.dispatch.lanes import Wait
 from app.jobs.repository import insert_jobs
 from app.models import ReportJob
 

@@ -8,21 +8,21 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query
-from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
+from fastapi import APIRouter, Header, Path, Query
+from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field, ValidationError, field_serializer
 
-from app.api.deps import PrincipalDep
-from app.api.errors import domain_problem, field_errors, problem_responses
-from app.api.pagination import Cursor, JobId, Limit, check_id, decode_cursor, next_cursor
-from app.api.responses import model_response
-from app.api.schemas import Problem
+from app.auth.http import PrincipalDep
 from app.core.config import get_settings
-from app.core.errors import OrchestratorError, RateLimited, ValidationFailed
+from app.core.errors import NotFound, OrchestratorError, RateLimited, ValidationFailed
 from app.core.states import JobStatus, is_terminal
-from app.core.storage import StoredOutput, content_disposition
 from app.core.wire import IsoDateTime
+from app.dead_letters.schemas import BulkReplay, BulkReplayResult, DeadLetterPublic, ResolveRequest
 from app.fairshare import service as fairshare
+from app.http.errors import domain_problem, field_errors, problem_responses
+from app.http.pagination import ULID_RE, Cursor, JobId, Limit, check_id, decode_cursor, next_cursor
+from app.http.responses import model_response
+from app.http.schemas import Problem
 from app.jobs import service
 from app.jobs.batch import BatchEntry, BatchOutcome, submit_batch
 from app.jobs.repository import JobFilter
@@ -36,9 +36,11 @@ from app.jobs.schemas import (
     StepPublic,
 )
 from app.jobs.service import SubmitResult
-from app.models import ReportJob
+from app.outputs.http import output_response
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+# The dead-letter use cases that are jobs use cases (bulk replay, resolve), under the letters' own path.
+letters_router = APIRouter(prefix="/v1/dead-letters", tags=["dead letters"])
 
 MAX_WAIT_S = 30
 OUTPUT_MEDIA_TYPES = ("text/csv", "text/plain", "application/octet-stream")
@@ -258,23 +260,6 @@ async def get_job_output(job_id: JobId, principal: PrincipalDep) -> Response:
     return output_response(job, stored)
 
 
-def output_response(job: ReportJob, stored: StoredOutput) -> Response:
-    """The file itself, the object streamed through, or a 307 to a presigned link (also the console's)."""
-    media_type = job.output_content_type or "application/octet-stream"
-    if stored.path is not None:
-        filename = job.output_filename or stored.path.name
-        return FileResponse(stored.path, media_type=media_type, filename=filename)
-    if stored.link is not None:
-        # The object carries the same Content-Type and Content-Disposition (stored with it at upload).
-        return RedirectResponse(stored.link, status_code=307, headers={"Cache-Control": "no-store"})
-    assert stored.chunks is not None
-    headers = {
-        "Content-Disposition": content_disposition(job.output_filename or "report.bin"),
-        "Content-Length": str(stored.size),
-    }
-    return StreamingResponse(stored.chunks, media_type=media_type, headers=headers)
-
-
 @router.post(
     "/{job_id}/cancel",
     status_code=202,
@@ -320,3 +305,41 @@ async def replay_job(job_id: JobId, principal: PrincipalDep, body: ReplayRequest
 async def list_job_steps(job_id: JobId, principal: PrincipalDep) -> list[StepPublic]:
     check_id(job_id)
     return [StepPublic.of(row) for row in await service.list_steps(job_id, principal.tenant_scope)]
+
+
+# ---- /v1/dead-letters: replay in bulk, resolve by hand ----------------------------------------------------
+
+
+@letters_router.post(
+    "/replay",
+    status_code=202,
+    response_model=BulkReplayResult,
+    responses=problem_responses(401, 403, 413, 422, 503),
+    summary="Replay dead letters in bulk (admin)",
+)
+async def replay_dead_letters(body: BulkReplay, _principal: PrincipalDep) -> BulkReplayResult:
+    count = await service.replay_dead_letters(
+        job_ids=body.job_ids or (), report_type=body.report_type, since=body.since
+    )
+    return BulkReplayResult(replayed=count)
+
+
+@letters_router.post(
+    "/{letter_id}/resolve",
+    response_model=DeadLetterPublic,
+    responses=problem_responses(401, 403, 404, 409, 413, 422, 503),
+    summary="Resolve a dead letter by hand (no replay)",
+)
+async def resolve_dead_letter(
+    letter_id: Annotated[str, Path(description="Dead letter id (ULID)")],
+    body: ResolveRequest,
+    principal: PrincipalDep,
+) -> DeadLetterPublic:
+    """For a dead job whose effect an operator fixed by hand: the letter is archived with who and why, and the
+    jobs of its ordering key that wait for it proceed. The job stays `dead` and can still be replayed."""
+    if not ULID_RE.match(letter_id):
+        raise NotFound(f"No dead letter {letter_id[:40]!r}.")
+    letter = await service.resolve_dead_letter(
+        letter_id, principal.tenant_scope, principal.label, body.reason
+    )
+    return DeadLetterPublic.of(letter)

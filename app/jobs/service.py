@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from app.callbacks.service import check_callback_url
-from app.core import failpoints, metrics, queue, tracing
+from app.core import failpoints, metrics, redis_pool, tracing
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import (
@@ -28,13 +28,13 @@ from app.core.errors import (
     RateLimited,
     ValidationFailed,
 )
-from app.core.lanes import Wait
 from app.core.states import REPLAYABLE, TERMINAL, AttemptKey, JobStatus
-from app.core.storage import StoredOutput, get_output_store
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
-from app.fairshare.service import lane_of, waiting_document
+from app.dispatch import queue
+from app.dispatch.lanes import Wait
+from app.fairshare.service import waiting_document
 from app.jobs import group_submit
 from app.jobs.building import JobSpec, row_with, submit_row
 from app.jobs.effects import NO_EFFECTS, stage_terminal_effects, wake_next_in_order
@@ -42,6 +42,8 @@ from app.jobs.repository import JobFilter, JobRepository
 from app.jobs.step_repository import StepRepository
 from app.jobs.validation import validate_submit
 from app.models import DeadLetter, JobStep, ReportJob
+from app.outputs import get_output_store
+from app.outputs.base import StoredOutput
 from app.reports.registry import ReportType, registry
 
 
@@ -155,7 +157,7 @@ def run_message(job: ReportJob) -> queue.RunMessage:
     """The main-queue message of a new job: deferred to run_at when it is scheduled."""
     scheduled = job.status == JobStatus.SCHEDULED
     defer_until = job.run_at if scheduled else None
-    return queue.RunMessage(job.id, job.replay_count, defer_until, job.traceparent, lane_of(job))
+    return queue.RunMessage(job.id, job.replay_count, defer_until, job.traceparent, queue.lane_of(job))
 
 
 async def submit(tenant: str, req: SubmitRequest, idempotency_key: str | None = None) -> SubmitResult:
@@ -178,7 +180,7 @@ async def _submit(tenant: str, req: SubmitRequest, idempotency_key: str | None) 
         return existing_answer(existing[idempotency_key], fingerprint)
     # Only new jobs spend the tenant's budget: an idempotent repeat got its original job above.
     if per_minute := settings.submit_rate_limit_per_minute:
-        retry_after_s = await queue.take_rate_token(tenant, per_minute)
+        retry_after_s = await redis_pool.take_rate_token(tenant, per_minute)
         if retry_after_s is not None:
             raise rate_limited(tenant, per_minute, retry_after_s)
     job = new_job_row(tenant, req, checked, idempotency_key, fingerprint, now)
@@ -322,7 +324,7 @@ async def replay(job_id: str, scope: TenantScope, steps: Sequence[str] | None = 
         start_time_ns=started_ns,
     ):
         await queue.enqueue_run(
-            replayed.id, replayed.replay_count, traceparent=replayed.traceparent, lane=lane_of(replayed)
+            replayed.id, replayed.replay_count, traceparent=replayed.traceparent, lane=queue.lane_of(replayed)
         )
     return replayed
 

@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from app.core import failpoints, queue, tracing
+from app.core import failpoints, redis_pool, tracing
 from app.core.config import get_settings
 from app.core.db import session_scope
-from app.core.lanes import Lane
 from app.core.states import JobStatus
 from app.core.times import utcnow
+from app.dispatch import capacity, queue
+from app.dispatch.lanes import Lane
 from app.fairshare import service as fairshare
 from app.maintenance.repository import MaintenanceRepository, WaitingJob
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 # ceil(N / PAGE_ROWS) ticks, whatever waits legitimately (pauses, caps, successors of a dead predecessor).
 PAGE_ROWS = 1000
 STATUSES = (JobStatus.PENDING, JobStatus.RETRYING, JobStatus.SCHEDULED)
-STATE = "reconcile"  # queue.sweep_state: "after:{status}" the cursor, "swept:{status}" / "swept" full walk
+STATE = "reconcile"  # sweep_state: "after:{status}" the cursor, "swept:{status}" / "swept" full walk
 SWEPT = "swept"  # set once a full walk covered every status since Redis last lost its state
 MIN_BUDGET_S = 1.0  # how long a tick's full walk may go on before it leaves the rest to the next tick
 
@@ -65,19 +66,19 @@ async def reconcile(budget: float | None = None) -> int:
     script call a page. Returns how many jobs got their message back.
 
     A job that waits long is not a reason to re-enqueue it: caps, pauses and fair share make jobs wait by
-    design, and one message per job (app.core.lanes) makes a visit to a held job a no-op. In steady state
+    design, and one message per job (app.dispatch.lanes) makes a visit to a held job a no-op. In steady state
     each status reads one page a tick; after Redis lost its state (the `swept` mark is gone with it) the
     tick walks every page it can within `budget` seconds, and the next tick goes on from the cursor."""
-    state = await queue.sweep_state(STATE)
+    state = await redis_pool.sweep_state(STATE)
     walk = Walk(state, SWEPT not in state, time.monotonic() + (budget_s() if budget is None else budget))
     if walk.full:
-        if not await queue.dispatch_ready():
+        if not await capacity.dispatch_ready():
             await fairshare.rebuild_dispatch()  # caps hold through the flush before anything is claimed
         log.warning("reconciliation: Redis lost its state; walking every waiting job")
     for status in STATUSES:
         await _walk_status(walk, status)
     if walk.full and all(walk.swept(status) for status in STATUSES):
-        await queue.save_sweep_state(STATE, {SWEPT: "1"})
+        await redis_pool.save_sweep_state(STATE, {SWEPT: "1"})
     return walk.requeued
 
 
@@ -96,7 +97,7 @@ async def _walk_status(walk: Walk, status: JobStatus) -> None:
         saved = {f"after:{status.value}": after}
         if full and not after:
             saved[f"swept:{status.value}"] = "1"
-        await queue.save_sweep_state(STATE, saved)
+        await redis_pool.save_sweep_state(STATE, saved)
         walk.state.update(saved)
         if not full or not after or time.monotonic() > walk.deadline:
             return

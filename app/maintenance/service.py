@@ -14,16 +14,17 @@ from typing import Any
 
 from app.attempts.rescue import declare_lost
 from app.callbacks.service import republish_due
-from app.core import queue
+from app.core import redis_pool
 from app.core.config import get_settings
 from app.core.db import session_scope
-from app.core.storage import OutputStoreUnavailable, get_output_store
 from app.core.times import utcnow
 from app.dead_letters.service import archive_and_purge, republish_pending
 from app.fairshare import service as fairshare
 from app.fleet import service as fleet
 from app.maintenance.reconcile import grace_s, reconcile, reconcile_jobs
 from app.maintenance.repository import MaintenanceRepository
+from app.outputs import get_output_store
+from app.outputs.base import OutputStoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ async def run_tick(use_lease: bool = True) -> dict[str, Any]:
         try:
             # Kept until it expires, so other replicas skip this tick.
             lease_s = max(0.05, settings.scan_interval_s * 0.8)
-            if await queue.try_lock("scheduler-tick", ttl_s=lease_s) is None:
+            if await redis_pool.try_lock("scheduler-tick", ttl_s=lease_s) is None:
                 return {"skipped": "another scheduler replica holds this tick"}
         except Exception as exc:  # Redis down: the MySQL-side work is idempotent and still safe to do
             report["redis"] = f"unavailable: {type(exc).__name__}"

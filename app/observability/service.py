@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from app.core import queue
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.times import utcnow
+from app.dispatch import queue
 from app.fleet.repository import FleetRepository
 from app.observability.repository import LiveJobs, StateRepository
 

@@ -14,7 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from app.core.storage import AtomicFile, LocalOutputStore, OutputStore, attempt_key, safe_filename
+from app.outputs.base import OutputStore, attempt_key, safe_filename
+from app.outputs.local import AtomicFile, LocalOutputStore
 
 
 class PermanentError(Exception):

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import PrincipalDep
-from app.api.errors import problem_responses
+from app.auth.http import PrincipalDep
 from app.core.config import get_settings
+from app.http.errors import problem_responses
 from app.reports.registry import registry
 from app.reports.schemas import ReportTypePublic
 

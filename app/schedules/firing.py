@@ -12,14 +12,14 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from app.core import failpoints, metrics, queue
+from app.core import failpoints, metrics
 from app.core.config import get_settings
 from app.core.db import is_db_outage, session_scope
 from app.core.errors import Conflict, NotFound
 from app.core.states import TERMINAL
 from app.core.tenancy import EVERY_TENANT
 from app.core.times import utcnow
-from app.fairshare.service import lane_of
+from app.dispatch import queue
 from app.jobs.building import JobSpec, build_job
 from app.jobs.repository import JobRepository
 from app.models import ReportJob, Schedule, ScheduleRun
@@ -185,7 +185,9 @@ async def _publish(made: list[ReportJob]) -> None:
     for job in made:
         metrics.count_submitted(job)
         # Never raises; a lost enqueue is re-enqueued by the scheduler's reconciliation.
-        await queue.enqueue_run(job.id, job.replay_count, traceparent=job.traceparent, lane=lane_of(job))
+        await queue.enqueue_run(
+            job.id, job.replay_count, traceparent=job.traceparent, lane=queue.lane_of(job)
+        )
 
 
 async def fire_due(now: datetime | None = None) -> int:

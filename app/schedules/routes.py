@@ -9,11 +9,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
-from app.api.deps import PrincipalDep
-from app.api.errors import problem_responses
-from app.api.pagination import ULID_RE, Cursor, Limit, decode_cursor, decode_number_cursor, next_cursor
-from app.api.responses import model_response
+from app.auth.http import PrincipalDep
 from app.core.errors import NotFound
+from app.http.errors import problem_responses
+from app.http.pagination import ULID_RE, Cursor, Limit, decode_cursor, decode_number_cursor, next_cursor
+from app.http.responses import model_response
 from app.models import Schedule
 from app.schedules import service
 from app.schedules.repository import ScheduleFilter

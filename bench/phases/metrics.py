@@ -131,7 +131,7 @@ async def submit_run(bench: Bench, api: ApiServer, side: str) -> dict[str, Any]:
 
 
 async def drain_run(bench: Bench, api: ApiServer, side: str) -> dict[str, Any]:
-    from workers.local_servers import free_port
+    from devtools.servers import free_port
 
     if side == "on":
         port = free_port()

@@ -474,7 +474,7 @@ async def test_workers_and_alert_deliveries_are_listed(page: Page, console: Cons
     await shoot(page, "alerts")
 
 
-# ---- README screenshots ----------------------------------------------------------------------------------
+# ---- the docs' screenshots (docs/how-to/console.md) ------------------------------------------------------
 
 
 async def test_every_page_with_realistic_data_for_the_readme(browser: Browser, console: Console) -> None:

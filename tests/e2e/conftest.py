@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools.servers import MariaDBServer, RedisServer, ensure_binaries
 from tests.utils.stack import TABLES, Servers, Stack, migrate
-from workers.local_servers import MariaDBServer, RedisServer, ensure_binaries
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,4 +1,4 @@
-"""The API as several uvicorn processes (`python -m app.api.serve`, API_WORKERS=2), for real: every
+"""The API as several uvicorn processes (`python -m app.serve`, API_WORKERS=2), for real: every
 /metrics answer, whichever process serves it, counts the submits of all of them."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devtools.servers import free_port
 from tests.utils.metrics import promtool_check, samples
 from tests.utils.stack import PYTHON, Stack, wait_until
-from workers.local_servers import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -31,7 +31,7 @@ async def test_every_metrics_answer_of_several_api_processes_counts_the_submits_
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     api = stack.spawn(
-        "api", [PYTHON, "-m", "app.api.serve", "--host", "127.0.0.1", "--port", str(port)], API_WORKERS=2
+        "api", [PYTHON, "-m", "app.serve", "--host", "127.0.0.1", "--port", str(port)], API_WORKERS=2
     )
 
     def healthy() -> bool:

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from devtools.servers import free_port
 from tests.utils.fakes.dingtalk import FakeDingTalk
 from tests.utils.fakes.receiver import SECRET, Receiver
 from tests.utils.jobs import submit_id, wait_job
 from tests.utils.metrics import promtool_check, scrape, value
 from tests.utils.polling import eventually
 from tests.utils.stack import Stack
-from workers.local_servers import free_port
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
+from devtools.servers import free_port
 from tests.utils.fleet import list_workers
 from tests.utils.polling import eventually
 from tests.utils.stack import PYTHON, ROOT, Proc, Stack
-from workers.local_servers import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devtools.servers import MariaDBServer, RedisServer, free_port
 from tests.utils.database import ROOT, alembic
-from workers.local_servers import MariaDBServer, RedisServer, free_port
 
 CHECKS = ",".join(
     [

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from devtools.servers import MariaDBServer, RedisServer, ensure_binaries
 from tests.utils.soak import DRAIN_MAX_S, Soak, SoakPlan
 from tests.utils.stack import TABLES, Servers, Stack, migrate
-from workers.local_servers import MariaDBServer, RedisServer, ensure_binaries
 
 MINUTES = float(os.environ.get("SOAK_MINUTES", "1"))
 SEED = int(os.environ.get("SOAK_SEED", "26"))

@@ -28,7 +28,7 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 VIEWPORT = {"width": 1280, "height": 800}
 #: Where every test writes the pages it visited (git-ignored, like the rest of var/).
 SCREENSHOT_DIR = Path(os.environ.get("BROWSER_SCREENSHOT_DIR", ROOT / "var" / "screenshots"))
-#: The README's copies (checked in); written only when UPDATE_README_SCREENSHOTS=1.
+#: The docs' copies (checked in, shown in docs/how-to/console.md); written with UPDATE_README_SCREENSHOTS=1.
 README_SCREENSHOT_DIR = ROOT / "docs" / "screenshots"
 README_PAGES = ("login", "overview", "jobs", "job", "dead-letters", "workers", "alerts")
 #: Playwright's wait for any one element or navigation (the stack is local: a few seconds is generous).
@@ -141,7 +141,7 @@ def update_readme_screenshots() -> bool:
 
 
 def copy_to_readme(names: tuple[str, ...] = README_PAGES) -> list[Path]:
-    """Copy SCREENSHOT_DIR/<name>.png to docs/screenshots/ (the README's, checked in)."""
+    """Copy SCREENSHOT_DIR/<name>.png to docs/screenshots/ (the docs', checked in)."""
     README_SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     copied = []
     for name in names:

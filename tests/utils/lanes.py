@@ -8,10 +8,10 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
-from app.core import lanes, queue
+from app.core import redis_pool
 from app.core.config import get_settings
-from app.core.lanes import Lane, Policy
-from workers import claiming
+from app.dispatch import capacity, claiming, lanes, queue
+from app.dispatch.lanes import Lane, Policy
 
 IN_PROGRESS_MS = 60_000
 
@@ -21,12 +21,12 @@ def now_ms() -> int:
 
 
 async def scripts() -> lanes.Scripts:
-    return lanes.Scripts(await queue.get_pool())
+    return lanes.Scripts(await redis_pool.get_pool())
 
 
 async def ready(policy: Policy | None = None) -> None:
     """The dispatch state as after a rebuild with nothing running."""
-    await queue.rebuild_dispatch([], policy or Policy())
+    await capacity.rebuild_dispatch([], policy or Policy())
 
 
 async def put_many(job_ids: list[str], lane: Lane, due_ms: int | None = None) -> None:
@@ -55,7 +55,7 @@ async def finish(arq_id: str, finish: bool = True, run_again_in_ms: int | None =
 async def dropped_by_a_worker(arq_id: str) -> None:
     """A worker that held the message (its in-progress key, its token) ends it for good: e.g. it Skipped a
     job MySQL says is not its to run. The message leaves Redis whatever MySQL says of its job."""
-    pool = await queue.get_pool()
+    pool = await redis_pool.get_pool()
     await pool.set(f"arq:in-progress:{arq_id}", claiming.DEFAULT_TOKEN, px=IN_PROGRESS_MS)
     await finish(arq_id)
 
@@ -67,14 +67,14 @@ def by_tenant(arq_ids: list[str]) -> Counter[str]:
 
 async def messages_of(job_id: str) -> list[str]:
     """Every message Redis holds for the job (queued, in a lane or in progress), whatever its arq id."""
-    pool = await queue.get_pool()
+    pool = await redis_pool.get_pool()
     members = await pool.zrange(get_settings().queue_name, 0, -1)
     return sorted(m.decode() for m in members if m.decode().split(":")[0] == job_id)
 
 
 async def in_a_lane(job_ids: list[str]) -> set[str]:
     """Those of the jobs whose message waits in a lane (where a worker's claim can take it)."""
-    pool = await queue.get_pool()
+    pool = await redis_pool.get_pool()
     async with pool.pipeline(transaction=False) as pipe:
         for job_id in job_ids:
             pipe.hget("ro:d:msg", job_id)

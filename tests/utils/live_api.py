@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
+from devtools.servers import free_port
 from tests.utils.stack import PYTHON, ROOT, Proc, wait_until
-from workers.local_servers import free_port
 
 LOCAL = {"NO_PROXY": "127.0.0.1,localhost", "LOG_JSON": "false"}
 

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from sqlalchemy import text
 
-from app.core import queue
+from app.core import redis_pool
 from app.core.db import session_scope
 from app.core.times import utcnow
 from tests.utils.model_world import ENDED, FINISHING, RUNNING, STARTING, TENANTS, Delivery
@@ -116,7 +116,7 @@ async def snapshot() -> Snapshot:
             kind = f" {parsed.get('type')}" if isinstance(parsed, dict) else ""
             history.setdefault(job_id, []).append(f"#{number} {outcome}{kind} by {worker}")
             attempts[job_id] += outcome == "running"
-    pool = await queue.get_pool()
+    pool = await redis_pool.get_pool()
     lane_keys = [key async for key in pool.scan_iter(match="ro:d:lane:*")]
     async with pool.pipeline(transaction=False) as pipe:
         for key in lane_keys:
@@ -135,7 +135,7 @@ async def snapshot() -> Snapshot:
 
 async def claimable_tenants(now_ms: float) -> set[str]:
     """Tenants the claim could serve now: a due lane head of an open tenant and type with a free slot."""
-    pool = await queue.get_pool()
+    pool = await redis_pool.get_pool()
     paused = {_text(name) for name in await pool.smembers("ro:d:paused")}
     type_caps = _ints(await pool.hgetall("ro:d:cap:type"))
     tenant_caps = _ints(await pool.hgetall("ro:d:cap:tenant"))

@@ -1,5 +1,5 @@
 """The dispatch model's workers: in-process OrchestratorWorkers that claim through the real claim script and
-run each claimed message through workers/running.py, parked at two gates where the model decides what next.
+run each claimed message through app/dispatch/running.py, parked at two gates where the model decides.
 
 A delivery parks before its start (arq's `on_job_start` hook) and inside the report (the model's report
 types); between the gates it is the real code: group-committed start, outcome, arq finish, slots, lanes.
@@ -17,12 +17,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from app.attempts import service
-from app.core import queue
+from app.core import redis_pool
 from app.core.states import AttemptKey
+from app.dispatch import running
 from app.reports.base import PermanentError, ReportContext
 from app.reports.registry import registry
 from tests.utils.workers import build_worker
-from workers import running
 
 PLAIN, CAPPED = "model.plain", "model.capped"
 TYPES = (PLAIN, CAPPED)
@@ -152,7 +152,7 @@ class Workers:
     async def add_worker(self) -> ModelWorker:
         self._names += 1
         name = f"model:{self._names}"
-        pool = await queue.get_pool()
+        pool = await redis_pool.get_pool()
         worker = build_worker(redis_pool=pool, ctx={"worker_name": name, "redis": pool}, max_jobs=100)
         model_worker = ModelWorker(self, name, worker)
         worker.on_job_start = model_worker.hold_start

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import text
 
 from app.attempts.rescue import declare_lost
-from app.core import failpoints, queue
+from app.core import failpoints, redis_pool
 from app.core.db import is_db_outage, session_scope
 from app.core.times import utcnow
 from app.fairshare import service as fairshare
@@ -107,7 +107,7 @@ class World(Workers):
         async with session_scope() as session:
             for table in TABLES:
                 await session.execute(text(f"DELETE FROM {table}"))
-        await (await queue.get_pool()).flushall()
+        await (await redis_pool.get_pool()).flushall()
         for _ in range(WORKERS):
             await self.add_worker()
 
@@ -218,7 +218,7 @@ class World(Workers):
         await maintenance.reconcile()
 
     async def flush(self) -> None:
-        await (await queue.get_pool()).flushall()
+        await (await redis_pool.get_pool()).flushall()
         self.flush_epoch += 1
 
     # ---- policy -----------------------------------------------------------------------------------------

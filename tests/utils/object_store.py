@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import httpx
 
-from workers.local_servers import free_port
+from devtools.servers import free_port
 
 ACCESS_KEY_ID = "test-access-key"
 SECRET_ACCESS_KEY = "test-secret-key"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
-from workers.local_servers import MariaDBServer
+from devtools.servers import MariaDBServer
 
 
 class MariaDBBlip:

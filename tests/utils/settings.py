@@ -28,14 +28,14 @@ async def reset_process_state() -> None:
     """Forget cached settings, engine, Redis pool, metrics, the gauges' snapshot and the group committers:
     the next use reads the current environment and counts from zero."""
     from app.attempts import group_commit
-    from app.core import queue
+    from app.core import redis_pool
     from app.core.config import reset_settings
     from app.core.db import dispose_engine
     from app.core.metrics import reset_metrics
     from app.jobs import group_submit
     from app.observability.service import forget_snapshot
 
-    await queue.close_pool()
+    await redis_pool.close_pool()
     await dispose_engine()
     reset_settings()
     reset_metrics()

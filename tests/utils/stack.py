@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import redis
 
-from workers.local_servers import MariaDBServer, RedisServer, free_port
+from devtools.servers import MariaDBServer, RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable

@@ -444,7 +444,7 @@ async def test_wrong_method_is_405_problem_json(client: httpx.AsyncClient, auth:
 
 
 async def test_missing_key_behind_a_root_path_is_401(env: Any) -> None:
-    from app.api.main import create_app
+    from app.application import create_app
 
     transport = httpx.ASGITransport(app=create_app(), root_path="/api", raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:

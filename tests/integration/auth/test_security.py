@@ -28,22 +28,23 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import text
 
 from app.auth import service
-from app.core import lanes, queue
+from app.core import redis_pool
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import ValidationFailed
 from app.core.logs import setup_logging
 from app.core.tenancy import EVERY_TENANT
+from app.dispatch import capacity, lanes, queue
 from app.jobs.repository import JobRepository
 from app.reports.base import ReportContext
 from app.reports.registry import registry
+from devtools.servers import MariaDBServer, free_port
 from tests.utils.database import ROOT
 from tests.utils.fakes.dingtalk import FakeDingTalk
 from tests.utils.jobs import submit_id
 from tests.utils.keys import bearer, make_key
 from tests.utils.problems import BOGUS_ID, assert_problem
 from tests.utils.workers import drain, drain_alerts
-from workers.local_servers import MariaDBServer, free_port
 
 CSV = {"report_type": "demo.csv", "params": {"rows": 3}}
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
@@ -107,7 +108,7 @@ async def reportctl(*args: str) -> tuple[int, str, str]:
 
 async def new_replica() -> httpx.AsyncClient:
     """Another API replica: its own app, hence its own key cache."""
-    from app.api.main import create_app
+    from app.application import create_app
 
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app()), base_url="http://test")
 
@@ -524,7 +525,7 @@ async def exploding(ctx: ReportContext, params: ExplodingParams) -> None:
 async def test_error_bodies_never_echo_the_authorization_header_nor_the_database_password(
     env: Any, app_logs: Any, password_db_url: tuple[str, str], report_type: Any
 ) -> None:
-    from app.api.main import create_app
+    from app.application import create_app
 
     db_url, db_password = password_db_url
     await env.set(DATABASE_URL=db_url, API_KEY_CACHE_TTL_S=60, MAX_BODY_BYTES=2048, LOG_JSON="true")
@@ -597,10 +598,10 @@ async def test_forged_redis_message_cannot_run_code_in_a_worker(env: Any, tmp_pa
     from arq.constants import job_key_prefix
 
     marker = tmp_path / "pwned"
-    pool = await queue.get_pool()
+    pool = await redis_pool.get_pool()
     forged_id = "forged-" + secrets.token_hex(4)
-    # Written where a worker takes messages from: arq's keys and a dispatch lane (app.core.lanes).
-    await queue.rebuild_dispatch([], lanes.Policy())
+    # Written where a worker takes messages from: arq's keys and a dispatch lane (app.dispatch.lanes).
+    await capacity.rebuild_dispatch([], lanes.Policy())
     now_ms = int(time.time() * 1000)
     args = [
         queue.WAKE_CHANNEL,

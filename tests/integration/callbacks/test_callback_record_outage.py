@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from app.maintenance import service as maintenance
+from devtools.servers import MariaDBServer
 from tests.utils.fakes.receiver import Receiver
 from tests.utils.jobs import submit
 from tests.utils.outages import MariaDBBlip
 from tests.utils.workers import drain, drain_alerts
-from workers.local_servers import MariaDBServer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,20 +7,20 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from app.core import lanes, queue
+from app.core import redis_pool
 from app.core.config import get_settings
-from app.core.lanes import Lane, Policy, Running
-from workers import claiming
+from app.dispatch import capacity, claiming, lanes, queue
+from app.dispatch.lanes import Lane, Policy, Running
 
 IN_PROGRESS_MS = 60_000
 
 
 async def scripts() -> lanes.Scripts:
-    return lanes.Scripts(await queue.get_pool())
+    return lanes.Scripts(await redis_pool.get_pool())
 
 
 async def ready(policy: Policy | None = None) -> None:
-    await queue.rebuild_dispatch([], policy or Policy())
+    await capacity.rebuild_dispatch([], policy or Policy())
 
 
 async def put(job_id: str, lane: Lane) -> None:
@@ -88,12 +88,12 @@ async def test_a_type_cap_holds_until_a_slot_is_freed(env: Any) -> None:
     await put("C0", Lane(5, "acme", "demo.csv"))
     assert sorted(await claim(10)) == ["C0", "L0", "L1"]
     assert await claim(10) == []
-    waits = await queue.explain_waits([Lane(5, "acme", "ledger"), Lane(5, "acme", "demo.csv")])
+    waits = await capacity.explain_waits([Lane(5, "acme", "ledger"), Lane(5, "acme", "demo.csv")])
     assert waits[0] is not None and waits[0].document() == {"cap": "report_type:ledger", "limit": 2}
     assert waits[1] is None
     await finish("L0")
     assert await claim(10) == ["L2"]
-    by_type, by_tenant = await queue.running_counts()
+    by_type, by_tenant = await capacity.running_counts()
     assert by_type == {"ledger": 2, "demo.csv": 1} and by_tenant == {"acme": 3}
 
 
@@ -109,14 +109,14 @@ async def test_a_paused_type_or_tenant_starts_nothing_until_resumed(env: Any) ->
     await ready()
     await put("P0", Lane(5, "acme", "slow"))
     await put("Q0", Lane(5, "beta", "demo.csv"))
-    await queue.set_policy(Policy(paused_types=frozenset({"slow"}), paused_tenants=frozenset({"beta"})))
+    await capacity.set_policy(Policy(paused_types=frozenset({"slow"}), paused_tenants=frozenset({"beta"})))
     assert await claim(10) == []
-    waits = await queue.explain_waits([Lane(5, "acme", "slow"), Lane(5, "beta", "demo.csv")])
+    waits = await capacity.explain_waits([Lane(5, "acme", "slow"), Lane(5, "beta", "demo.csv")])
     assert [w.document() if w else None for w in waits] == [
         {"paused": "report_type:slow"},
         {"paused": "tenant:beta"},
     ]
-    await queue.set_policy(Policy())
+    await capacity.set_policy(Policy())
     assert sorted(await claim(10)) == ["P0", "Q0"]
 
 
@@ -130,7 +130,7 @@ async def test_a_message_run_again_goes_back_to_its_lane_and_frees_its_slot(env:
     await finish("L0")
     assert await claim(10) == ["L1"]
     await finish("L1")
-    assert await queue.running_counts() == ({}, {})
+    assert await capacity.running_counts() == ({}, {})
 
 
 async def test_releasing_a_lost_jobs_slot_drops_its_message(env: Any) -> None:
@@ -138,26 +138,26 @@ async def test_releasing_a_lost_jobs_slot_drops_its_message(env: Any) -> None:
     await put("L0", Lane(5, "acme", "ledger"))
     await put("L1", Lane(5, "acme", "ledger"))
     assert await claim(10) == ["L0"]
-    assert await queue.release_slots(["L0"]) == 1
-    pool = await queue.get_pool()
+    assert await capacity.release_slots(["L0"]) == 1
+    pool = await redis_pool.get_pool()
     assert not await pool.exists("arq:job:L0:0")
     assert await claim(10) == ["L1"]
 
 
 async def test_a_rebuild_holds_the_slots_of_running_jobs_until_they_finish(env: Any) -> None:
-    await queue.rebuild_dispatch([Running("R0", "acme", "ledger")], Policy(type_caps={"ledger": 1}))
+    await capacity.rebuild_dispatch([Running("R0", "acme", "ledger")], Policy(type_caps={"ledger": 1}))
     await put("L0", Lane(5, "acme", "ledger"))
     assert await claim(10) == []
     # Its worker's in-progress key went with the flush: its finish cannot tell its own run from a newer one
     # of the same job (a zombie's), so it leaves the slot; the sweep frees it once MySQL says R0 ended.
     await finish("R0")
     assert await claim(10) == []
-    assert await queue.release_slots(["R0"]) == 1
+    assert await capacity.release_slots(["R0"]) == 1
     assert await claim(10) == ["L0"]
 
 
 async def test_a_finish_without_its_key_leaves_a_slot_another_message_took_over(env: Any) -> None:
-    await queue.rebuild_dispatch([Running("R0", "acme", "ledger")], Policy(type_caps={"ledger": 2}))
+    await capacity.rebuild_dispatch([Running("R0", "acme", "ledger")], Policy(type_caps={"ledger": 2}))
     await put("R0", Lane(5, "acme", "ledger"))  # the job runs again: its next message takes the slot over
     assert await claim(10) == ["R0"]
     await put("L0", Lane(5, "acme", "ledger"))
@@ -174,7 +174,7 @@ async def test_a_queued_message_nobody_holds_is_put_back_in_its_lane(env: Any) -
     await ready()
     await put("L0", Lane(5, "acme", "demo.csv"))
     assert await claim(10) == ["L0"]
-    pool = await queue.get_pool()
+    pool = await redis_pool.get_pool()
     await pool.delete("arq:in-progress:L0:0")  # its worker died and its lease ran out
     assert await claim(10) == []
     assert await queue.enqueue_run("L0", 0, lane=Lane(5, "acme", "demo.csv"))  # what reconcile does

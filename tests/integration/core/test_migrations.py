@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools.servers import MariaDBServer
 from tests.utils.database import alembic
-from workers.local_servers import MariaDBServer
 
 
 def round_trip(url: str) -> None:

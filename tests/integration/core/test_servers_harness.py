@@ -1,4 +1,4 @@
-"""Self-test of workers/local_servers: private MariaDB and Redis children start, keep data, clean up."""
+"""Self-test of devtools/servers: private MariaDB and Redis children start, keep data, clean up."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import pytest
 import redis
 
-from workers.local_servers import (
+from devtools.servers import (
     SYSTEM_PORTS,
     MariaDBServer,
     RedisServer,

@@ -14,10 +14,10 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from app.core import queue
 from app.core.db import session_scope
 from app.core.tenancy import EVERY_TENANT
 from app.core.tracing import trace_id_of
+from app.dispatch import queue
 from app.jobs.repository import JobRepository
 from app.maintenance import service as maintenance
 from tests.utils.fakes.receiver import Receiver
@@ -40,7 +40,7 @@ async def spans(env: Any) -> AsyncIterator[InMemorySpanExporter]:
 @pytest.fixture
 async def traced_client(spans: InMemorySpanExporter) -> AsyncIterator[httpx.AsyncClient]:
     """An API app built while tracing is on, so its requests get server spans."""
-    from app.api.main import create_app
+    from app.application import create_app
 
     transport = httpx.ASGITransport(app=create_app())
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:

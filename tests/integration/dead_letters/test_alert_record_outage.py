@@ -17,12 +17,12 @@ from sqlmodel import select
 from app.core.db import session_scope
 from app.maintenance import service as maintenance
 from app.models import AlertDelivery
+from devtools.servers import MariaDBServer
 from tests.utils.dead_letters import kill_permanently, letters
 from tests.utils.fakes.dingtalk import FakeDingTalk
 from tests.utils.fakes.feishu import FakeFeishu
 from tests.utils.outages import MariaDBBlip
 from tests.utils.workers import drain_alerts
-from workers.local_servers import MariaDBServer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core import queue
-from app.core.lanes import Lane, Policy, Running
+from app.core import redis_pool
+from app.dispatch import capacity, queue
+from app.dispatch.lanes import Lane, Policy, Running
 from tests.utils.lanes import claim_at, finish, messages_of, now_ms, put_many, ready
 
 LEDGER = Lane(5, "acme", "ledger")
@@ -47,7 +48,7 @@ async def test_a_second_message_of_a_job_is_dropped_never_run_without_the_slot(e
     await put_many(["J1"], LEDGER)
     assert await claim_at(now_ms(), 1) == ["J1:0"]
     # A twin written beside the tracking (as an older release could leave one): same job, its own arq id.
-    pool = await queue.get_pool()
+    pool = await redis_pool.get_pool()
     await pool.hdel("ro:d:msg", "J1")
     assert await enqueue("J1", suffix="lost1")
     await put_many(["K1", "K2"], LEDGER)
@@ -56,31 +57,31 @@ async def test_a_second_message_of_a_job_is_dropped_never_run_without_the_slot(e
     assert await messages_of("J1") == ["J1:0"]
     await finish("J1:0")  # the holder ends; its job was asked to run once more (the twin's errand)
     assert sorted(await claim_at(now_ms(), 10)) == ["J1:0"]
-    assert await queue.running_counts() == ({"ledger": 2}, {"acme": 2})
+    assert await capacity.running_counts() == ({"ledger": 2}, {"acme": 2})
 
 
 async def test_the_slot_rebuilt_for_a_job_after_a_flush_is_taken_over_by_its_next_message(env: Any) -> None:
-    await queue.rebuild_dispatch([Running("R0", "acme", "ledger")], Policy(type_caps={"ledger": 2}))
+    await capacity.rebuild_dispatch([Running("R0", "acme", "ledger")], Policy(type_caps={"ledger": 2}))
     await put_many(["R0"], LEDGER)  # its attempt ended meanwhile and it runs again: the slot is its own
     assert await claim_at(now_ms(), 10) == ["R0:0"]
-    assert await queue.running_counts() == ({"ledger": 1}, {"acme": 1})  # one slot, not two
-    assert (await queue.slots_held())["R0"][0] == "R0:0"
+    assert await capacity.running_counts() == ({"ledger": 1}, {"acme": 1})  # one slot, not two
+    assert (await capacity.slots_held())["R0"][0] == "R0:0"
     await finish("R0:0")
-    assert await queue.running_counts() == ({}, {})
+    assert await capacity.running_counts() == ({}, {})
 
 
 async def test_a_worker_declared_lost_that_finishes_its_old_message_leaves_the_rescue_alone(env: Any) -> None:
     await ready(Policy(type_caps={"ledger": 1}))
     await put_many(["J1"], LEDGER)
     assert await claim_at(now_ms(), 10) == ["J1:0"]
-    assert await queue.release_slots(["J1"]) == 1  # the stuck scan: slot and holder message gone
+    assert await capacity.release_slots(["J1"]) == 1  # the stuck scan: slot and holder message gone
     assert await enqueue("J1", suffix="lost1")
     await finish("J1:0", finish=False, run_again_in_ms=1000)  # the zombie's arq retry puts nothing back …
     assert await messages_of("J1") == ["J1:0:lost1"]
     await finish("J1:0")  # … and its end takes nothing away
     assert await messages_of("J1") == ["J1:0:lost1"]
     assert await claim_at(now_ms(), 10) == ["J1:0:lost1"]
-    assert await queue.running_counts() == ({"ledger": 1}, {"acme": 1})
+    assert await capacity.running_counts() == ({"ledger": 1}, {"acme": 1})
 
 
 async def test_a_message_run_again_later_keeps_its_slot_free_until_claimed_again(env: Any) -> None:

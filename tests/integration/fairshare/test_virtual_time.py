@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core import queue
-from app.core.lanes import Lane, Policy
+from app.dispatch import capacity
+from app.dispatch.lanes import Lane, Policy
 from tests.utils.lanes import by_tenant, claim_at, now_ms, put_many, ready
 
 HOUR_MS = 3_600_000
@@ -36,7 +36,7 @@ async def test_a_tenant_that_was_paused_does_not_take_every_slot_when_resumed(en
     await put_many([f"A{n:03}" for n in range(150)], A)
     await put_many([f"B{n:03}" for n in range(300)], B)
     assert by_tenant(await claim_at(now_ms(), 100)) == {"B": 100}
-    await queue.set_policy(Policy())
+    await capacity.set_policy(Policy())
     resumed = await claim_at(now_ms(), 100)
     assert evenly(resumed), by_tenant(resumed)
 
@@ -46,7 +46,7 @@ async def test_a_tenant_that_was_at_its_cap_does_not_take_every_slot_when_the_ca
     await put_many([f"A{n:03}" for n in range(150)], A)
     await put_many([f"B{n:03}" for n in range(300)], B)
     assert by_tenant(await claim_at(now_ms(), 100)) == {"A": 1, "B": 99}
-    await queue.set_policy(Policy())
+    await capacity.set_policy(Policy())
     raised = await claim_at(now_ms(), 100)
     assert evenly(raised), by_tenant(raised)
 

@@ -14,12 +14,12 @@ import pytest
 from app.core.config import get_settings
 from app.fleet import service
 from app.fleet.service import Presence
+from devtools.servers import free_port
 from tests.utils.fleet import registry_row
 from tests.utils.jobs import submit_id
 from tests.utils.polling import eventually
 from tests.utils.workers import build_worker
 from workers import scheduler
-from workers.local_servers import free_port
 
 
 async def test_presence_announces_beats_with_the_running_jobs_and_leaves_on_stop(env: Any) -> None:

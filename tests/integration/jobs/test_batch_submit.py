@@ -13,14 +13,14 @@ import httpx
 import pytest
 import redis
 
-from app.core import queue
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.tenancy import EVERY_TENANT
+from app.dispatch import queue
 from app.jobs.repository import JobRepository
+from devtools.servers import MariaDBServer, RedisServer
 from tests.utils.batches import item, job_ids, post_batch, statuses
 from tests.utils.keys import make_key
-from workers.local_servers import MariaDBServer, RedisServer
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
-from app.core import queue
 from app.core.config import get_settings
 from app.core.db import session_scope
-from app.core.lanes import Lane
-from app.core.queue import get_pool
+from app.core.redis_pool import get_pool
+from app.dispatch import capacity, queue
+from app.dispatch.lanes import Lane
 from app.models import DeadLetter, JobAttempt
 from tests.utils.jobs import get_attempts, get_job, submit_id
 from tests.utils.workers import drain
@@ -171,13 +171,12 @@ async def test_pending_job_whose_message_is_held_by_a_dead_worker_lease_still_ru
     """A worker killed right after claiming a message leaves arq's in-progress lease for minutes and holds
     a slot: the job is pending, its message unrunnable. After STUCK_AFTER_S the scheduler frees the slot,
     drops the message and enqueues a fresh one."""
-    from app.core import lanes
+    from app.dispatch import claiming, lanes
     from app.maintenance import service as maintenance
-    from workers import claiming
 
     await env.set(STUCK_AFTER_S="0.5", SCAN_INTERVAL_S="0.2")
     job_id = await submit_id(client, auth, "demo.csv", rows=1)
-    await queue.rebuild_dispatch([], lanes.Policy())
+    await capacity.rebuild_dispatch([], lanes.Policy())
     scripts = lanes.Scripts(await get_pool())
     now_ms = int(time.time() * 1000)
     claimed = await claiming.claim(scripts, get_settings().queue_name, now_ms, 10, 600_000)  # then it dies

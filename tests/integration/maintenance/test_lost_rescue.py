@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 
 from app.attempts import service
-from app.core import failpoints, lanes, queue
+from app.core import failpoints, redis_pool
 from app.core.config import get_settings
+from app.dispatch import claiming, lanes
 from app.fairshare import service as fairshare
 from app.maintenance import service as maintenance
 from tests.utils.attempt_runs import attempt_runs
@@ -20,7 +21,6 @@ from tests.utils.fair_share_runs import most_at_once
 from tests.utils.jobs import get_job, submit_id
 from tests.utils.lanes import messages_of, now_ms
 from tests.utils.workers import drain
-from workers import claiming
 
 
 def slow_first(delay_s: float) -> failpoints.Action:
@@ -46,7 +46,7 @@ async def test_a_rescued_job_and_its_reconciled_twin_never_run_above_the_cap(
     rescued = await submit_id(client, auth, "demo.sleep", seconds=0.6)
     # A worker claims it, starts it and dies: its message stays in progress under a lease of minutes.
     await fairshare.rebuild_dispatch()
-    scripts = lanes.Scripts(await queue.get_pool())
+    scripts = lanes.Scripts(await redis_pool.get_pool())
     claim = await claiming.claim(scripts, get_settings().queue_name, now_ms(), 1, 600_000)
     assert [job.job_id for job in claim.jobs] == [f"{rescued}:0"]
     assert isinstance(await service.start_attempt(rescued, "gone:1"), service.Started)
@@ -73,7 +73,7 @@ async def test_a_rescued_job_has_one_message_after_the_tick(
     await env.set(STUCK_AFTER_S="0.5", RETRY_DELAYS_S="[1, 1, 1]")  # due before the next tick
     rescued = await submit_id(client, auth, "demo.sleep", seconds=0.6)
     await fairshare.rebuild_dispatch()
-    scripts = lanes.Scripts(await queue.get_pool())
+    scripts = lanes.Scripts(await redis_pool.get_pool())
     await claiming.claim(scripts, get_settings().queue_name, now_ms(), 1, 600_000)
     assert isinstance(await service.start_attempt(rescued, "gone:1"), service.Started)
     await asyncio.sleep(0.6)

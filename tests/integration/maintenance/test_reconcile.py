@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app.core import failpoints, queue
+from app.core import failpoints, redis_pool
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.states import JobStatus
@@ -34,7 +34,7 @@ SETTLED = timedelta(seconds=10)  # older than the reconciliation's grace for job
 async def steady() -> None:
     """Reconciliation as it runs between flushes: one page a status a tick."""
     await ready()
-    await queue.save_sweep_state(reconcile.STATE, {reconcile.SWEPT: "1"})
+    await redis_pool.save_sweep_state(reconcile.STATE, {reconcile.SWEPT: "1"})
 
 
 async def test_a_flushed_job_behind_a_paused_backlog_is_queued_again(
@@ -85,7 +85,7 @@ async def test_after_a_flush_one_tick_walks_every_page_of_every_status(
     await insert_jobs(40, status=JobStatus.DONE, updated_at=settled)
     assert await reconcile.reconcile() == 50
     assert await in_a_lane(pending + retrying + scheduled) == set(pending + retrying + scheduled)
-    pool = await queue.get_pool()
+    pool = await redis_pool.get_pool()
     due_ms = await pool.zscore(get_settings().queue_name, f"{retrying[0]}:0")
     assert due_ms == pytest.approx(later.timestamp() * 1000, abs=1)  # deferred to when it is due
     assert await reconcile.reconcile() == 0  # steady now: a page a status, all held
@@ -103,7 +103,7 @@ async def test_a_walk_interrupted_between_pages_goes_on_from_its_cursor(
         assert len(await in_a_lane(ids)) == 10  # the first page, and its cursor, were kept
         assert await reconcile.reconcile() == 25  # the walk goes on from there, to the end
     assert await in_a_lane(ids) == set(ids)
-    assert (await queue.sweep_state(reconcile.STATE)).get(reconcile.SWEPT) == "1"
+    assert (await redis_pool.sweep_state(reconcile.STATE)).get(reconcile.SWEPT) == "1"
 
 
 async def test_a_page_reads_one_range_of_the_status_index_whatever_the_backlog(env: Any) -> None:

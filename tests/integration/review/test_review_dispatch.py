@@ -12,17 +12,17 @@ import httpx
 
 from app.attempts import service
 from app.attempts.runner import SlotCheck, run_job
-from app.core import lanes, queue
+from app.core import redis_pool
 from app.core.config import get_settings
-from app.core.lanes import Running
 from app.core.states import AttemptKey, AttemptOutcome
+from app.dispatch import capacity, claiming, lanes
+from app.dispatch.lanes import Running
 from app.fairshare import service as fairshare
 from app.fairshare.repository import FairShareRepository
 from app.maintenance import service as maintenance
 from app.maintenance.reconcile import reconcile_jobs
 from tests.utils.jobs import get_job, submit_id
 from tests.utils.lanes import claim_at, in_a_lane, now_ms
-from workers import claiming
 
 CAP = json.dumps({"demo.sleep": 1})
 
@@ -32,7 +32,7 @@ async def zombie_finishes(arq_id: str, retry_in_ms: int | None = None, token: st
     discarded as late): arq's finish of the message it was handed, through the worker's finish script; with
     `retry_in_ms`, arq's Retry instead (what run_report raises when recording met a database outage)."""
     done = claiming.Finish(arq_id, retry_in_ms is None, None, None, False, retry_in_ms, None)
-    scripts = lanes.Scripts(await queue.get_pool())
+    scripts = lanes.Scripts(await redis_pool.get_pool())
     await claiming.record_finishes(scripts, get_settings().queue_name, [done], token)
 
 
@@ -103,7 +103,7 @@ async def test_a_start_that_finds_its_slot_flushed_and_the_cap_taken_hands_its_a
     job = await get_job(client, auth, a)
     assert (job["status"], job["attempt"]) == ("pending", 0), job
     assert await in_a_lane([a]) == {a}
-    assert await queue.running_counts() == ({"demo.sleep": 1}, {"acme": 1})
+    assert await capacity.running_counts() == ({"demo.sleep": 1}, {"acme": 1})
 
 
 async def test_a_zombie_finishing_its_old_message_after_a_flush_does_not_free_the_slot_of_the_running_attempt(
@@ -219,7 +219,7 @@ async def test_the_slot_sweep_never_frees_a_slot_claimed_after_it_looked(
     await zombie_finishes(f"{a}:0")
     # ... then the rebuild's script runs with what it read.
     policy = await fairshare.current_policy()
-    assert await queue.rebuild_dispatch([Running(a, "acme", "demo.sleep")], policy)
+    assert await capacity.rebuild_dispatch([Running(a, "acme", "demo.sleep")], policy)
     await asyncio.sleep(0.1)
     await reconcile_jobs([a])  # A (retrying, due) gets its message back
 

@@ -34,9 +34,9 @@ async def test_a_replayed_predecessor_never_runs_beside_its_successor_on_the_sam
 async def test_a_replayed_resolved_predecessor_waits_for_its_running_successor(
     client: httpx.AsyncClient, auth: dict[str, str], env: Any
 ) -> None:
-    """The README's own case: a dead predecessor's letter is resolved, so its successor may start; the
-    predecessor is replayed ("it then blocks its key again while it runs") while the successor runs. The
-    replayed predecessor starts anyway: both run."""
+    """The docs' own case (docs/how-to/jobs.md, Ordering keys): a dead predecessor's letter is resolved, so
+    its successor may start; the predecessor is replayed ("it then blocks its key again while it runs")
+    while the successor runs. The replayed predecessor starts anyway: both run."""
     key = {"ordering_key": "user-2:orders", "max_attempts": 1}
     p = await submit_id(client, auth, "demo.flaky", job=key, fail_times=1, permanent=True)
     s = await submit_id(client, auth, "demo.sleep", job=key, seconds=1)

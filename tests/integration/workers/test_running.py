@@ -1,5 +1,5 @@
-"""A claimed message runs as arq's own run_job would run it (workers/running.py), against a real Redis: the
-claim script counts its tries, reads its body and takes an abort request; what follows is arq's behaviour.
+"""A claimed message runs as arq's own run_job would run it (app/dispatch/running.py), against a real Redis:
+the claim script counts its tries, reads its body and takes an abort request; what follows is arq's behaviour.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from arq.utils import timestamp_ms
 from arq.worker import func
 
 from app.core.config import get_settings
-from app.core.queue import redis_settings
+from app.core.redis_pool import redis_settings
 from workers.base import OrchestratorWorker
 
 QUEUE = "test:running"

@@ -1,5 +1,5 @@
 """Logging set-up: arq's two per-job INFO lines are not even built below DEBUG (one structured line per
-terminal transition replaces them), and its warnings still get through."""
+terminal transition replaces them), its warnings still get through, and no line carries colour codes."""
 
 from __future__ import annotations
 
@@ -55,3 +55,28 @@ def test_uvicorns_access_log_goes_through_ours_unless_no_access_log_turned_it_of
         assert access.hasHandlers() is access_log  # what uvicorn checks before building each line
     finally:
         access.handlers[:], access.propagate = saved
+
+
+@pytest.mark.parametrize("log_json", ["true", "false"])
+def test_a_uvicorn_record_with_color_message_renders_without_escape_codes(
+    log_json: str, monkeypatch: pytest.MonkeyPatch, restored: None
+) -> None:
+    monkeypatch.setenv("LOG_JSON", log_json)
+    get_settings.cache_clear()
+    setup_logging("api")
+    # What uvicorn.Server logs when it starts: the plain message, and the coloured one as an extra.
+    record = logging.getLogger("uvicorn.error").makeRecord(
+        "uvicorn.error",
+        logging.INFO,
+        "server.py",
+        103,
+        "Started server process [%d]",
+        (4242,),
+        None,
+        extra={"color_message": "Started server process [\x1b[36m%d\x1b[0m]", "job_id": "01J"},
+    )
+    line = logging.getLogger().handlers[0].format(record)
+    assert "\x1b" not in line
+    assert "color_message" not in line
+    assert "Started server process [4242]" in line
+    assert "job_id" in line  # other extras still show

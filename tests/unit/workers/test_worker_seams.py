@@ -14,7 +14,7 @@ import arq.worker
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from app.core.lanes_lua import RETRY_KEY_TTL_S
+from app.dispatch.scripts import RETRY_KEY_TTL_S
 from workers.base import OrchestratorWorker
 
 # Public methods of arq's Worker we override; every `_` method we define must override one of arq's too.
@@ -43,9 +43,9 @@ def test_every_method_the_subclass_overrides_still_exists_in_arq() -> None:
         )
 
 
-# workers/running.py follows arq's Worker.run_job step for step from where its first round trip ends (that
-# round trip is in our claim scripts). The digest of the run_job it was written against: a different one means
-# arq changed how a job runs, and running.py (and the claim scripts) must be checked against the new code.
+# app/dispatch/running.py follows arq's Worker.run_job step for step from where its first round trip ends
+# (that round trip is in our claim scripts). The digest of the run_job it was written against: a different
+# one means arq changed how a job runs, and running.py (and the claim scripts) must be checked against it.
 ARQ_RUN_JOB_SHA256 = "589a19059ff84ee777552dc9fa5ff76b17d6d0d7f99716d2720a2ed07ccb9607"
 
 
@@ -53,8 +53,8 @@ def test_arqs_run_job_is_still_the_one_our_claimed_runs_follow() -> None:
     source = inspect.getsource(arq.worker.Worker.run_job)
     digest = hashlib.sha256(source.encode()).hexdigest()
     assert digest == ARQ_RUN_JOB_SHA256, (
-        f"arq {arq.VERSION} changed Worker.run_job: compare it with workers/running.py (and what the claim "
-        "scripts read for it: app/core/lanes_lua.CLAIMED_MESSAGE_LUA), then update ARQ_RUN_JOB_SHA256"
+        f"arq {arq.VERSION} changed Worker.run_job: compare it with app/dispatch/running.py (and what the "
+        "claim scripts read for it: app/dispatch/lua/claimed_message.lua), then update ARQ_RUN_JOB_SHA256"
     )
     assert f"retry_key_prefix + job_id, {RETRY_KEY_TTL_S}" in source, "arq keeps try counts for another time"
 

@@ -1,0 +1,73 @@
+"""The dispatch state's capacity side: the policy every claim obeys, the slots jobs hold (rebuilt after a
+flush, held once a start commits, freed when attempts end), and why a job would wait.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+from app.core.config import get_settings
+from app.core.redis_pool import get_pool
+from app.dispatch import lanes
+from app.dispatch.lanes import Lane, Wait, registered_scripts
+from app.dispatch.queue import WAKE_CHANNEL
+
+
+async def set_policy(policy: lanes.Policy) -> None:
+    """Make `policy` the one every worker's claim obeys, and wake them (a resume or a raised cap)."""
+    scripts = await registered_scripts()
+    await scripts.policy(args=[WAKE_CHANNEL, *lanes.policy_args(policy)])
+
+
+async def dispatch_ready() -> bool:
+    return bool(await (await get_pool()).exists(lanes.READY_KEY))
+
+
+async def rebuild_dispatch(running: Sequence[lanes.Running], policy: lanes.Policy) -> bool:
+    """After a flush: the policy and the slots of the running jobs, unless someone rebuilt already."""
+    scripts = await registered_scripts()
+    args = lanes.rebuild_args(WAKE_CHANNEL, running, policy)
+    return bool(await scripts.rebuild(args=args))
+
+
+async def hold_slot(arq_id: str, token: str, lane: lanes.Lane, lease_ms: int) -> str:
+    """Once its attempt started: the job's slot and the delivery held by this message and worker (see
+    lua/hold.lua). 'ok', 'over' (a cap is full and the job holds no slot), or 'rebuild'."""
+    scripts = await registered_scripts()
+    args: list[str | int] = [arq_id, token, lane.tenant, lane.report_type, lease_ms, int(time.time() * 1000)]
+    answer = await scripts.hold(args=args)
+    return answer.decode() if isinstance(answer, bytes) else str(answer)
+
+
+async def release_slots(job_ids: Sequence[str], seen: Mapping[str, tuple[str, float]] | None = None) -> int:
+    """Free the slots these jobs hold and drop the messages holding them (their attempts are over). With
+    `seen` (from `slots_held`), only a slot still held as seen: one a claim took over since stays."""
+    if seen is not None:
+        job_ids = [job_id for job_id in job_ids if job_id in seen]
+    if not job_ids:
+        return 0
+    scripts = await registered_scripts()
+    keys = [get_settings().queue_name]
+    args: list[str] = [WAKE_CHANNEL]
+    for job_id in job_ids:
+        args += [job_id, "" if seen is None else f"{seen[job_id][0]}\t{seen[job_id][1]:.0f}"]
+    return int(await scripts.release(keys=keys, args=args))
+
+
+async def slots_held() -> dict[str, tuple[str, float]]:
+    return await lanes.claims(await get_pool())
+
+
+async def explain_waits(lanes_of: Sequence[Lane]) -> list[Wait | None]:
+    """What would keep jobs of these lanes waiting now (a pause, a full cap): one round trip for all."""
+    if not lanes_of:
+        return []
+    scripts = await registered_scripts()
+    args = [name for lane in lanes_of for name in (lane.tenant, lane.report_type)]
+    return [Wait.parse(raw) for raw in await scripts.explain(args=args)]
+
+
+async def running_counts() -> tuple[dict[str, int], dict[str, int]]:
+    """Slots held now across every worker: by report type, by tenant."""
+    return await lanes.running_counts(await get_pool())
