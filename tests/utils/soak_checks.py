@@ -217,7 +217,7 @@ def check_drained(stack: Stack, findings: SoakFindings, diagnose: bool = True) -
         stuck[status].append(job_id)
     for status, ids in sorted(stuck.items()):
         where = f"; in Redis: {where_in_redis(stack, ids)}" if diagnose else ""
-        findings.add(f"{len(ids)} jobs still {status} after the drain, nothing in their way: {ids[:5]}{where}")
+        findings.add(f"{len(ids)} jobs still {status} after the drain, nothing in the way: {ids[:5]}{where}")
         if diagnose:
             findings.notes.extend(describe(stack, job_id) for job_id in ids[:3])
     if stuck and diagnose:
