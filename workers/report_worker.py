@@ -15,6 +15,7 @@ from app.attempts.runner import SlotCheck, run_job
 from app.core.config import get_settings
 from app.core.db import is_db_outage
 from app.core.redis_pool import deserialize, redis_settings, serialize
+from app.dispatch.lanes import attempt_code
 from app.dispatch.queue import RUN_REPORT
 from app.fairshare.service import hold_slot
 from workers.common import arq_job_timeout_s, load_registry, on_shutdown, on_startup, run_worker
@@ -55,7 +56,7 @@ def slot_check(ctx: dict[str, Any]) -> SlotCheck | None:
     if token is None:  # not an OrchestratorWorker's delivery (a test's plain arq worker): nothing to hold
         return None
     arq_id, lease_ms = ctx["job_id"], ctx["in_progress_ms"]
-    return lambda job: hold_slot(job, arq_id, token, lease_ms)
+    return lambda job, key: hold_slot(job, arq_id, token, lease_ms, attempt_code(key.replay, key.attempt))
 
 
 def worker_options() -> dict[str, Any]:

@@ -14,6 +14,7 @@ from app.core.db import session_scope
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus
 from app.core.times import utcnow
 from app.dispatch import queue
+from app.dispatch.lanes import attempt_code
 from app.fairshare.service import release_slots, slots_held
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
         seen = {}
     declared = 0
     over: list[str] = []
+    fences: dict[str, int] = {}  # their attempts, fenced off from a late start of their stalled workers
     rescues: list[queue.RunMessage] = []
     for job in stuck:
         key = AttemptKey(
@@ -52,6 +54,7 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
             if await finish_cancelled(key):
                 declared += 1
                 over.append(job.id)
+                fences[job.id] = attempt_code(key.replay, key.attempt)
             continue
         message = f"no heartbeat for {stuck_after_s:g} s from worker {job.worker or '?'}"
         result = await fail_attempt(key, AttemptOutcome.LOST, error_dict("LostWorker", message, True))
@@ -59,6 +62,7 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
             continue
         declared += 1
         over.append(job.id)
+        fences[job.id] = attempt_code(key.replay, key.attempt)
         metrics.count_rescued(job)
         if result.status == JobStatus.RETRYING:
             rescues.append(
@@ -74,7 +78,7 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
     if over:
         # Their slots (caps, fair share) are free again now, not when the dead worker's lease runs out.
         try:
-            await release_slots(over, seen)
+            await release_slots(over, seen, fences)
         except Exception as exc:  # the sweep frees them at a later tick (and reconciliation enqueues)
             log.warning("slots of lost jobs not freed yet", extra={"error": repr(exc)})
     await queue.enqueue_runs_explained(rescues)

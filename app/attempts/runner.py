@@ -89,11 +89,29 @@ def classify(exc: BaseException) -> tuple[AttemptOutcome, dict[str, Any]]:
     )
 
 
-SlotCheck = Callable[[ReportJob], Awaitable[bool]]
-OVER_CAP_HANDBACK = (
-    "SlotLost",
-    "its slot went with a Redis flush before it started and a cap is full; handed back",
-)
+# The worker's check, once an attempt started, that its job holds its slot: 'ok' (run it), 'over',
+# 'superseded' or 'unknown' (see app.fairshare.service.hold_slot).
+SlotCheck = Callable[[ReportJob, AttemptKey], Awaitable[str]]
+HANDBACKS = {
+    "over": ("SlotLost", "its slot went with a Redis flush before it started, and a cap is full"),
+    "unknown": ("SlotUnconfirmed", "Redis did not confirm its slot before it started"),
+}
+
+
+async def _not_held(hold_slot: SlotCheck, job: ReportJob, key: AttemptKey) -> str | None:
+    """None when the started attempt holds its slot and runs; else why not. Handed back unburnt (pending
+    again) unless a later attempt superseded it; a cancel meanwhile (shutdown) hands it back too."""
+    try:
+        verdict = await hold_slot(job, key)
+    except asyncio.CancelledError:
+        await asyncio.shield(service.release_attempt(key))
+        raise
+    if verdict == "ok":
+        return None
+    if verdict == "superseded":
+        return "superseded before it ran: a later attempt holds its slot"
+    await asyncio.shield(service.release_attempt(key, HANDBACKS.get(verdict, HANDBACKS["unknown"])))
+    return f"handed back: slot {verdict}"
 
 
 async def run_job(
@@ -105,8 +123,8 @@ async def run_job(
     one (an older release's) opens the span from the job row's once the attempt has started, and a job
     submitted while tracing was off has neither: each attempt is then a trace of its own.
     A delivery that starts no attempt (not due, blocked, someone else's) is renamed `attempt.skipped`.
-    `hold_slot` (the worker's) makes sure the started job holds its slot; if it cannot (a full cap), the
-    attempt is handed back unburnt and runs later.
+    `hold_slot` (the worker's) makes sure the started job holds its slot; if it cannot (a full cap, Redis
+    away), the attempt is handed back unburnt and runs later; if a later attempt holds it, it never runs.
     """
     with contextlib.ExitStack() as stack:
         span = stack.enter_context(tracing.span("attempt", parent=traceparent)) if traceparent else None
@@ -118,10 +136,9 @@ async def run_job(
                 return RunResult(defer_s=decision.delay_s, detail="not due yet")
             return RunResult(detail=decision.reason)
         job, key = decision.job, decision.key
-        if hold_slot is not None and not await hold_slot(job):
-            await service.release_attempt(key, OVER_CAP_HANDBACK)
+        if hold_slot is not None and (why := await _not_held(hold_slot, job, key)) is not None:
             tracing.rename(span, "attempt.skipped")
-            return RunResult(detail="handed back: over a cap after a Redis flush")
+            return RunResult(detail=why)
         if span is None:
             span = stack.enter_context(tracing.span("attempt", parent=job.traceparent))
         tracing.annotate(

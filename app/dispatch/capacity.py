@@ -31,27 +31,40 @@ async def rebuild_dispatch(running: Sequence[lanes.Running], policy: lanes.Polic
     return bool(await scripts.rebuild(args=args))
 
 
-async def hold_slot(arq_id: str, token: str, lane: lanes.Lane, lease_ms: int) -> str:
-    """Once its attempt started: the job's slot and the delivery held by this message and worker (see
-    lua/hold.lua). 'ok', 'over' (a cap is full and the job holds no slot), or 'rebuild'."""
+# How long the stuck scan's word that an attempt is over stops a late start of it (its worker stalled, alive).
+FENCE_TTL_MS = 24 * 3600 * 1000
+
+
+async def hold_slot(arq_id: str, token: str, lane: lanes.Lane, lease_ms: int, attempt: int) -> str:
+    """Once its attempt (`attempt_code`) started: the job's slot and the delivery held by this message and
+    worker (see lua/hold.lua). 'ok', 'over' (a cap is full and the job holds no slot), 'superseded' (a later
+    attempt holds the slot, or this one was declared over), or 'rebuild'."""
     scripts = await registered_scripts()
-    args: list[str | int] = [arq_id, token, lane.tenant, lane.report_type, lease_ms, int(time.time() * 1000)]
+    now_ms = int(time.time() * 1000)
+    args: list[str | int] = [arq_id, token, lane.tenant, lane.report_type, lease_ms, now_ms, attempt]
     answer = await scripts.hold(args=args)
     return answer.decode() if isinstance(answer, bytes) else str(answer)
 
 
-async def release_slots(job_ids: Sequence[str], seen: Mapping[str, tuple[str, float]] | None = None) -> int:
+async def release_slots(
+    job_ids: Sequence[str],
+    seen: Mapping[str, tuple[str, float]] | None = None,
+    over: Mapping[str, int] | None = None,
+) -> int:
     """Free the slots these jobs hold and drop the messages holding them (their attempts are over). With
-    `seen` (from `slots_held`), only a slot still held as seen: one a claim took over since stays."""
+    `seen` (from `slots_held`), only a slot still held as seen: one a claim or a start took over since stays.
+    `over`: the attempt (`attempt_code`) each job's was declared over, fenced off from a late start."""
+    over = over or {}
     if seen is not None:
-        job_ids = [job_id for job_id in job_ids if job_id in seen]
+        job_ids = [job_id for job_id in job_ids if job_id in seen or job_id in over]
     if not job_ids:
         return 0
     scripts = await registered_scripts()
     keys = [get_settings().queue_name]
-    args: list[str] = [WAKE_CHANNEL]
+    args: list[str | int] = [WAKE_CHANNEL, FENCE_TTL_MS]
     for job_id in job_ids:
-        args += [job_id, "" if seen is None else f"{seen[job_id][0]}\t{seen[job_id][1]:.0f}"]
+        slot = "" if seen is None else f"{seen[job_id][0]}\t{seen[job_id][1]:.0f}" if job_id in seen else "-"
+        args += [job_id, slot, over.get(job_id, "")]
     return int(await scripts.release(keys=keys, args=args))
 
 

@@ -13,6 +13,8 @@ Keys (all under `ro:d:`):
 - `claims` HASH job id → "arq id\\ttenant\\ttype" (a slot held; arq id `*` after a rebuild, taken over by
   the job's next claimed message), `claimed_at` ZSET job id → ms, `run:type` / `run:tenant` HASH → slots
   held; a message is only ever handed out holding its job's slot (a second message of a job is dropped);
+- the fence: `attempt` HASH job id → the attempt (`attempt_code`) holding its slot, `over:{job}` the highest
+  attempt the stuck scan declared over (a day): a late start of an older attempt never takes the slot;
 - policy: `cap:type`, `cap:tenant`, `weight` HASHes, `cap:tenant_default`, `paused` SET of
   "type\\tNAME" / "tenant\\tNAME"; `ready` is set once the state was rebuilt from MySQL.
 """
@@ -82,6 +84,12 @@ class Running:
     job_id: str
     tenant: str
     report_type: str
+    attempt: int = 0  # `attempt_code` of its running attempt (0: not known; any start may take the slot over)
+
+
+def attempt_code(replay: int, attempt: int) -> int:
+    """An attempt as one number growing with every attempt of a job, replays included (the slot's fence)."""
+    return replay * 1_000_000 + attempt
 
 
 # The arq key prefixes the scripts spell out must be arq's own.
@@ -153,7 +161,7 @@ def policy_args(policy: Policy) -> list[str | int]:
 def rebuild_args(wake_channel: str, running: Sequence[Running], policy: Policy) -> list[Any]:
     args: list[Any] = [wake_channel, len(running)]
     for job in running:
-        args += [job.job_id, job.tenant, job.report_type]
+        args += [job.job_id, job.tenant, job.report_type, job.attempt]
     return args + policy_args(policy)
 
 

@@ -54,11 +54,13 @@ class FairShareRepository(Repository):
         except IntegrityError:  # created by a concurrent request in between: change it
             await self.session.execute(update(table).where(where).values(**values))
 
-    async def running_jobs(self) -> list[tuple[str, str, str]]:
-        """(job id, tenant, report type) of every running job."""
-        stmt = select(job.id, job.tenant, job.report_type).where(job.status == JobStatus.RUNNING.value)
+    async def running_jobs(self) -> list[tuple[str, str, str, int, int]]:
+        """(job id, tenant, report type, replay, attempt) of every running job."""
+        stmt = select(job.id, job.tenant, job.report_type, job.replay_count, job.attempt).where(
+            job.status == JobStatus.RUNNING.value
+        )
         rows = (await self.session.execute(stmt)).all()
-        return [(row[0], row[1], row[2]) for row in rows]
+        return [(row[0], row[1], row[2], row[3], row[4]) for row in rows]
 
     async def running_among(self, job_ids: Sequence[str]) -> set[str]:
         if not job_ids:

@@ -5,6 +5,7 @@ outlived its job. The claim itself is one Lua script (app/dispatch: lanes.py, cl
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -16,7 +17,7 @@ from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.core.states import JobStatus
 from app.dispatch import capacity, queue
-from app.dispatch.lanes import DEFAULT_PRIORITY, Policy, Running, Wait
+from app.dispatch.lanes import DEFAULT_PRIORITY, Policy, Running, Wait, attempt_code
 from app.fairshare.repository import FairShareRepository
 from app.models import ReportJob, ReportTypePolicy, TenantPolicy
 from app.reports.registry import registry
@@ -98,7 +99,10 @@ async def rebuild_dispatch() -> bool:
     through the flush. Several workers may call this at once; one of them rebuilds."""
     async with session_scope() as session:
         repo = FairShareRepository(session)
-        running = [Running(*row) for row in await repo.running_jobs()]
+        running = [
+            Running(job_id, tenant, rtype, attempt_code(replay, attempt))
+            for job_id, tenant, rtype, replay, attempt in await repo.running_jobs()
+        ]
         policy = policy_of(await repo.tenant_policies(), await repo.type_policies())
     rebuilt = await capacity.rebuild_dispatch(running, policy)
     if rebuilt:
@@ -106,26 +110,43 @@ async def rebuild_dispatch() -> bool:
     return rebuilt
 
 
-async def release_slots(job_ids: Sequence[str], seen: Mapping[str, tuple[str, float]] | None = None) -> int:
+async def release_slots(
+    job_ids: Sequence[str],
+    seen: Mapping[str, tuple[str, float]] | None = None,
+    over: Mapping[str, int] | None = None,
+) -> int:
     """Free the slots of jobs whose attempt was declared over by the scheduler (lost, cancelled); with
-    `seen` (`slots_held` read before the attempts were declared over) only slots no claim took over since."""
-    return await capacity.release_slots(job_ids, seen)
+    `seen` (`slots_held` read before the attempts were declared over) only slots nothing took over since;
+    `over` fences those attempts (`attempt_code`) off from a late start of their stalled workers."""
+    return await capacity.release_slots(job_ids, seen, over)
 
 
-async def hold_slot(job: ReportJob, arq_id: str, token: str, lease_ms: int) -> bool:
-    """Right after the job's attempt started: False when it must not run because Redis lost its slot (a
-    flush between claim and start) and a cap is full now. Redis away: True (no claim can happen meanwhile,
-    and the rebuild once it is back reads this start from MySQL)."""
-    for _ in range(3):
+# How long a started attempt keeps asking Redis for its slot before it hands itself back (Redis away).
+HOLD_FOR_S = 10.0
+
+
+async def hold_slot(job: ReportJob, arq_id: str, token: str, lease_ms: int, attempt: int) -> str:
+    """Right after the job's attempt (`attempt_code`) started: 'ok' (it holds its job's slot: run it),
+    'over' (a flush took its slot and a cap is full now), 'superseded' (a later attempt holds the slot, or
+    the stuck scan declared this one over), or 'unknown' (Redis did not answer for HOLD_FOR_S). Only 'ok'
+    runs: a slot nobody could confirm may be counted by no one while other workers claim."""
+    deadline = time.monotonic() + HOLD_FOR_S
+    delay_s = 0.1
+    while True:
         try:
-            answer = await capacity.hold_slot(arq_id, token, queue.lane_of(job), lease_ms)
+            answer = await capacity.hold_slot(arq_id, token, queue.lane_of(job), lease_ms, attempt)
             if answer != "rebuild":
-                return answer == "ok"
+                return answer
             await rebuild_dispatch()
+            continue
         except Exception as exc:
-            log.warning("slot of a started job not checked", extra={"job_id": job.id, "error": repr(exc)})
-            return True
-    return True
+            if time.monotonic() + delay_s > deadline:
+                log.warning(
+                    "slot of a started job not confirmed", extra={"job_id": job.id, "error": repr(exc)}
+                )
+                return "unknown"
+        await asyncio.sleep(delay_s)
+        delay_s = min(delay_s * 2, 2.0)
 
 
 async def slots_held() -> dict[str, tuple[str, float]]:

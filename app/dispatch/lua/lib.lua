@@ -95,6 +95,7 @@ local function release(job_id, arq_id)
   if arq_id ~= '' and holder ~= arq_id and holder ~= '*' then return -1 end
   redis.call('hdel', P .. 'claims', job_id)
   redis.call('zrem', P .. 'claimed_at', job_id)
+  redis.call('hdel', P .. 'attempt', job_id)
   local of_type = uncount(P .. 'run:type', rtype)
   local of_tenant = uncount(P .. 'run:tenant', tenant)
   local type_cap = tonumber(redis.call('hget', P .. 'cap:type', rtype) or '0')

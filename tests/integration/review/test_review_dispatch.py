@@ -16,7 +16,7 @@ from app.core import redis_pool
 from app.core.config import get_settings
 from app.core.states import AttemptKey, AttemptOutcome
 from app.dispatch import capacity, claiming, lanes
-from app.dispatch.lanes import Running
+from app.dispatch.lanes import Running, attempt_code
 from app.fairshare import service as fairshare
 from app.fairshare.repository import FairShareRepository
 from app.maintenance import service as maintenance
@@ -43,7 +43,9 @@ async def claim_one(token: str = claiming.DEFAULT_TOKEN) -> list[str]:
 
 def holding(arq_id: str, token: str) -> SlotCheck:
     """The slot check a worker whose delivery token is `token` makes once its delivery of `arq_id` started."""
-    return lambda job: fairshare.hold_slot(job, arq_id, token, 60_000)
+    return lambda job, key: fairshare.hold_slot(
+        job, arq_id, token, 60_000, attempt_code(key.replay, key.attempt)
+    )
 
 
 async def started(job_id: str, worker: str) -> AttemptKey:
@@ -123,6 +125,7 @@ async def test_a_zombie_finishing_its_old_message_after_a_flush_does_not_free_th
     assert (await maintenance.run_tick(use_lease=False))["lost"] == 1  # rescue A:0:lost1 queued
 
     env.redis.flushall()
+    await asyncio.sleep(maintenance.grace_s())  # A's retry, declared by the last tick, is past the grace
     await maintenance.run_tick(use_lease=False)  # full walk: rebuild, A (retrying) queued again as A:0
     b = await submit_id(client, auth, "demo.sleep", seconds=1)
     await asyncio.sleep(0.1)  # A's backoff is over
@@ -154,6 +157,7 @@ async def test_a_zombie_retrying_its_old_message_after_a_flush_does_not_requeue_
     await asyncio.sleep(0.6)
     assert (await maintenance.run_tick(use_lease=False))["lost"] == 1
     env.redis.flushall()
+    await asyncio.sleep(maintenance.grace_s())
     await maintenance.run_tick(use_lease=False)
     await asyncio.sleep(0.1)
     assert await claim_one("w2") == [f"{a}:0"]  # W2
