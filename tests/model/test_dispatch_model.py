@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, Phase, seed, settings
@@ -42,6 +43,20 @@ def run_settings(profile: Profile) -> settings:
     )
 
 
+def build(name: str) -> Callable[[], None]:
+    profile = PROFILES[name]
+    test = get_state_machine_test(profile.machine, settings=run_settings(profile))
+    if not LONG:
+        test = seed(int(os.environ.get("MODEL_SEED", profile.seed)))(test)
+    return test
+
+
+# Built once at import, while no other thread runs: building parses source (hypothesis digests the machine),
+# and CPython 3.11's parser fails with "AST constructor recursion depth mismatch" when another thread changes
+# the recursion limit meanwhile (hypothesis does, around every run in its thread).
+TESTS = {name: build(name) for name in PROFILES}
+
+
 async def run_machine(bridge: Bridge, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if ONLY and name not in ONLY.split(","):
         pytest.skip(f"MODEL_ONLY={ONLY}")
@@ -50,12 +65,7 @@ async def run_machine(bridge: Bridge, name: str, monkeypatch: pytest.MonkeyPatch
         # Reconciliation's page (1,000 rows in the code) scaled to the model's dozens of jobs.
         monkeypatch.setattr(reconcile, "PAGE_ROWS", profile.reconcile_batch)
     DispatchMachine.bridge = bridge
-    # Built here, run in a thread (the steps run on this loop): building parses source, which CPython 3.11
-    # must not do in two threads at once.
-    test = get_state_machine_test(profile.machine, settings=run_settings(profile))
-    if not LONG:
-        test = seed(int(os.environ.get("MODEL_SEED", profile.seed)))(test)
-    await asyncio.to_thread(test)
+    await asyncio.to_thread(TESTS[name])  # the steps run on this loop, the search in a thread
 
 
 @pytest.mark.timeout(TIMEOUT_S)
