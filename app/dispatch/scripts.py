@@ -15,7 +15,7 @@ def lua(name: str) -> str:
 
 
 # What every claim script hands back for a claimed message, so the worker starts it without arq's own round
-# trip for it (workers/running.py): its id, its score, its body ('' once expired), arq's try count (counted
+# trip for it (running.py): its id, its score, its body ('' once expired), arq's try count (counted
 # here, as arq's run_job would) and whether an abort was asked for before it started (when `aborts`).
 CLAIMED_FIELDS = 5
 RETRY_KEY_TTL_S = 88400  # how long arq keeps a message's try count (arq.worker.Worker.run_job's own figure)
