@@ -50,15 +50,6 @@ def soak_stack(soak_servers: Servers, tmp_path: Path) -> Iterator[Stack]:
         stack.cleanup()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "open (issue 26): after the drain the soak still finds scheduled and pending jobs it cannot "
-        "explain (32 scheduled, 3 pending of 1,441 in the 1-minute run; thousands in the 10-minute one, "
-        "which also saw 3 running under a cap of 2 within 3 s of a flush: the open hole of a flush between "
-        "claim and start). Not yet told apart: stranded jobs, or a backlog the 90 s drain cannot finish"
-    ),
-)
 @pytest.mark.timeout(int(MINUTES * 60 + DRAIN_MAX_S) + 600)
 async def test_jobs_survive_a_soak_of_crashes_flushes_outages_and_pauses(soak_stack: Stack) -> None:
     soak = Soak(soak_stack, SoakPlan(seconds=MINUTES * 60, seed=SEED))
@@ -68,6 +59,8 @@ async def test_jobs_survive_a_soak_of_crashes_flushes_outages_and_pauses(soak_st
     )
     report = "\n".join(["problems:", *problems, "notes:", *findings.notes[:25]])
     print(report)
+    LOGS_DIR.mkdir(parents=True, exist_ok=True)  # the last run's report, passed or not
+    (LOGS_DIR / f"last-report-seed{SEED}-{MINUTES:g}min.txt").write_text(report, encoding="utf-8")
     if findings.problems:
         kept = LOGS_DIR / f"seed{SEED}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
         shutil.copytree(soak_stack.logs_dir, kept)
