@@ -34,34 +34,47 @@ async def test_sigkill_during_a_group_commit_loses_nothing_and_runs_nothing_twic
         started = Counter(stack.sql("SELECT started_at FROM report_jobs")[i][0] for i in range(JOBS))
         stamp, together = started.most_common(1)[0]
         assert together >= 2, f"no two jobs started in one group commit: {started}"
-        target = stack.scalar(f"SELECT id FROM report_jobs WHERE started_at = '{stamp}' LIMIT 1")
+        group = {row[0] for row in stack.sql(f"SELECT id FROM report_jobs WHERE started_at = '{stamp}'")}
 
-        # Hold that job's attempt row: the success flush that carries it stops at its attempts UPDATE, after
-        # it has already moved its jobs' rows to done, inside its still-open transaction.
-        holder = create_async_engine(stack.servers.db.url)
+        # Hold every attempt row of that group, each in a transaction of its own: the success flush that
+        # carries any of them stops at its attempts UPDATE, after it has already moved its jobs' rows to done,
+        # inside its still-open transaction. The first job to finish may be flushed alone (its report started
+        # a moment before the others'): its row is let go, and the next flush carries the rest.
+        holder = create_async_engine(stack.servers.db.url, pool_size=len(group) + 2)
+        held: dict[str, Any] = {}
         try:
-            async with holder.connect() as conn:
+            for job_id in sorted(group):
+                conn = held[job_id] = await holder.connect()
                 await conn.execute(
-                    text("SELECT * FROM job_attempts WHERE job_id = :id FOR UPDATE"), {"id": target}
+                    text("SELECT * FROM job_attempts WHERE job_id = :id FOR UPDATE"), {"id": job_id}
                 )
-                # The server is running the shared UPDATE of several jobs' attempts, waiting on the lock.
+            while True:
                 waiting: set[str] = await eventually(
-                    lambda: (found := jobs_in_a_waiting_attempts_update(stack)) and len(found) >= 2 and found,
+                    lambda: jobs_in_a_waiting_attempts_update(stack),
                     20,
-                    "a success flush of several jobs waiting on the held attempt row",
+                    "a success flush waiting on a held attempt row",
                     0.02,
                 )
-                assert target in waiting
-                # Its jobs' rows were already updated in the open transaction: committed, they are running.
-                in_list = ", ".join(f"'{job_id}'" for job_id in waiting)
-                assert stack.status_counts(f"id IN ({in_list})") == {"running": len(waiting)}
-                # Successes behind it wait for it (one flush at a time): nothing more can commit.
-                running = stack.sql("SELECT id FROM report_jobs WHERE status = 'running'")
-                unrecorded = {row[0] for row in running}
-                assert waiting <= unrecorded
-                victim.kill()
-                await conn.rollback()
+                if len(waiting) >= 2:
+                    break
+                for job_id in waiting:
+                    await held.pop(job_id).rollback()
+                await eventually(
+                    lambda w=waiting: not (jobs_in_a_waiting_attempts_update(stack) & w), 20, "the flush"
+                )
+            assert waiting <= group
+            # Its jobs' rows were already updated in the open transaction: committed, they are running.
+            in_list = ", ".join(f"'{job_id}'" for job_id in waiting)
+            assert stack.status_counts(f"id IN ({in_list})") == {"running": len(waiting)}
+            # Successes behind it wait for it (one flush at a time): nothing more can commit.
+            running = stack.sql("SELECT id FROM report_jobs WHERE status = 'running'")
+            unrecorded = {row[0] for row in running}
+            assert waiting <= unrecorded
+            victim.kill()
         finally:
+            for conn in held.values():
+                await conn.rollback()
+                await conn.close()
             await holder.dispose()
 
         stack.start_worker()
