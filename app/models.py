@@ -56,6 +56,16 @@ def _ts(nullable: bool = True, index: bool = False) -> Any:
     return Field(default=None, sa_type=UTCDateTime, nullable=nullable, index=index)
 
 
+ELIGIBLE_AT_SQL = (
+    "CASE WHEN blocked_by IS NOT NULL THEN NULL"
+    " WHEN status = 'retrying' THEN next_attempt_at"
+    " WHEN status = 'scheduled' THEN run_at"
+    " WHEN status = 'pending' THEN"
+    " CASE WHEN run_at IS NOT NULL AND run_at > updated_at THEN run_at ELSE updated_at END"
+    " ELSE NULL END"
+)
+
+
 class ReportJob(SQLModel, table=True):
     __tablename__ = "report_jobs"
     __table_args__ = (
@@ -67,6 +77,12 @@ class ReportJob(SQLModel, table=True):
         sa.Index("ix_report_jobs_status_heartbeat", "status", "heartbeat_at"),
         sa.Index("ix_report_jobs_status_finished", "status", "finished_at"),
         sa.Index("ix_report_jobs_ordering", "tenant", "ordering_key", "ordering_seq"),
+        # The job list: each filter a range that ends in the id (app/jobs/list_repository.py).
+        sa.Index("ix_report_jobs_tenant_status_id", "tenant", "status", "id"),
+        sa.Index("ix_report_jobs_tenant_type_status_id", "tenant", "report_type", "status", "id"),
+        sa.Index("ix_report_jobs_tenant_key_id", "tenant", "ordering_key", "id"),
+        # The state gauges: live statuses' entries alone, counted and their oldest wait read off the index.
+        sa.Index("ix_report_jobs_live", "status", "report_type", "tenant", "eligible_at"),
     )
 
     id: str = Field(primary_key=True, max_length=26)
@@ -88,6 +104,11 @@ class ReportJob(SQLModel, table=True):
     # What a dead predecessor (same ordering_key, submitted earlier) means for this job: "wait" or "continue".
     on_predecessor_dead: str = Field(default="wait", max_length=16)
     blocked_by: str | None = Field(default=None, max_length=26)
+    # Computed by the database (never written): when the job became free to start, NULL when it is not
+    # waiting or waits for an ordering predecessor (app.jobs.waiting.eligible_since is its Python twin).
+    eligible_at: datetime | None = Field(
+        default=None, sa_column=sa.Column(UTCDateTime, sa.Computed(ELIGIBLE_AT_SQL, persisted=False))
+    )
     callback_url: str | None = Field(default=None, max_length=2000)
     # Mirror of the latest completion-callback delivery (the outbox row is the truth).
     callback_status: CallbackStatus | None = Field(default=None, sa_type=_enum(CallbackStatus))

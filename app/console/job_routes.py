@@ -39,7 +39,7 @@ from app.core.states import CANCELLABLE, REPLAYABLE, JobStatus
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.fairshare import service as fairshare
 from app.jobs import service as jobs_service
-from app.jobs.repository import JobFilter
+from app.jobs.list_repository import JobFilter
 from app.jobs.schemas import JobPublic
 from app.outputs.http import output_response
 
@@ -231,10 +231,12 @@ async def jobs_page(request: Request, viewer: ViewerDep) -> Response:
         return RedirectResponse(f"/ui/jobs/{query.exact_id}", status_code=303)
     rows, next_href = [], None
     if not query.errors:
-        rows = await jobs_service.list_jobs(query.filter, query.cursor, query.limit + 1)
-        if len(rows) > query.limit:
-            rows = rows[: query.limit]
+        found = await jobs_service.list_jobs(query.filter, query.cursor, query.limit + 1)
+        rows = found.rows[: query.limit]
+        if len(found.rows) > query.limit:
             next_href = query.href("/ui/jobs", cursor=rows[-1].id)
+        elif found.resume_before:
+            next_href = query.href("/ui/jobs", cursor=found.resume_before)
     replay_matching = None
     if viewer.is_admin and query.dead_only and not query.errors:
         replay_matching = dead_job_query(request.query_params, viewer).href("/ui/jobs/replay-matching")

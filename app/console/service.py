@@ -22,7 +22,7 @@ from app.dead_letters.repository import LetterFilter
 from app.dead_letters.service import list_letters
 from app.fleet.service import ListedProcess, list_processes
 from app.jobs import service as jobs
-from app.jobs.repository import JobFilter
+from app.jobs.list_repository import JobFilter
 from app.models import JobAttempt, JobStep, ReportJob
 from app.observability.service import snapshot
 
@@ -159,10 +159,15 @@ async def matching_job_ids(flt: JobFilter) -> list[str]:
     """Every job id the filter matches, newest first (all pages)."""
     ids: list[str] = []
     before_id: str | None = None
-    while page := await jobs.list_jobs(flt, before_id, BULK_PAGE):
-        ids += [row.id for row in page]
-        before_id = page[-1].id
-    return ids
+    while True:
+        page = await jobs.list_jobs(flt, before_id, BULK_PAGE)
+        ids += [row.id for row in page.rows]
+        if len(page.rows) == BULK_PAGE:
+            before_id = page.rows[-1].id
+        elif page.resume_before:
+            before_id = page.resume_before
+        else:
+            return ids
 
 
 async def replay_dead_jobs(job_ids: Sequence[str]) -> int:

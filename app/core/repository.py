@@ -25,8 +25,9 @@ def table_of(model: Any) -> Table:
 
 
 def insert_values(table: Table, obj: Any) -> dict[str, Any]:
-    """Column values of a model instance for a Core INSERT (an unset autoincrement key is left out)."""
-    values = {column.name: getattr(obj, column.name) for column in table.columns}
+    """Column values of a model instance for a Core INSERT (an unset autoincrement key and the columns the
+    database computes are left out)."""
+    values = {column.name: getattr(obj, column.name) for column in table.columns if column.computed is None}
     return {k: v for k, v in values.items() if v is not None or not table.c[k].primary_key}
 
 

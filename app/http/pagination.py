@@ -66,6 +66,9 @@ def decode_number_cursor(cursor: str | None) -> int | None:
     return int(raw)
 
 
-def next_cursor(ids: list[str], limit: int) -> str | None:
-    """Given the ids of `limit + 1` rows fetched, the cursor of the next page (None on the last)."""
-    return encode_cursor(ids[limit - 1]) if len(ids) > limit else None
+def next_cursor(ids: list[str], limit: int, resume_before: str | None = None) -> str | None:
+    """Given the ids of `limit + 1` rows fetched, the cursor of the next page (None on the last). A page the
+    listing cut short before it found `limit + 1` carries where to go on (`resume_before`)."""
+    if len(ids) > limit:
+        return encode_cursor(ids[limit - 1])
+    return encode_cursor(resume_before) if resume_before else None

@@ -7,7 +7,6 @@ still be what the caller read, and the move must be in the state table.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -33,19 +32,7 @@ sequence = SEQUENCES.c
 _SEQUENCE_CREATE = insert(SEQUENCES).prefix_with("IGNORE")  # a key's row, if it has none yet
 
 
-@dataclass(frozen=True)
-class JobFilter:
-    scope: TenantScope
-    statuses: Sequence[JobStatus] = ()
-    report_type: str | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    ordering_key: str | None = None
-    id_prefix: str | None = None  # leading characters of a (ULID) id: a range of the primary key
-    schedule_id: str | None = None
-
-
-JOB_COLUMNS = tuple(column.name for column in JOBS.columns)
+JOB_COLUMNS = tuple(column.name for column in JOBS.columns if column.computed is None)
 
 
 def _new_row_values(row: ReportJob) -> dict[str, object]:
@@ -143,30 +130,6 @@ class JobRepository(Repository):
             return {}
         stmt = select(ReportJob).where(job.tenant == tenant, job.idempotency_key.in_(sorted(set(keys))))
         return {row.idempotency_key or "": row for row in await self.all(stmt, ReportJob)}
-
-    async def list_jobs(self, flt: JobFilter, before_id: str | None, limit: int) -> list[ReportJob]:
-        """Newest first by id (ULIDs sort by creation time); `before_id` is the keyset cursor."""
-        conds: list[ColumnElement[bool]] = []
-        if flt.scope.tenant is not None:
-            conds.append(job.tenant == flt.scope.tenant)
-        if flt.statuses:
-            conds.append(job.status.in_([s.value for s in flt.statuses]))
-        if flt.report_type:
-            conds.append(job.report_type == flt.report_type)
-        if flt.created_after:
-            conds.append(job.created_at >= flt.created_after)
-        if flt.created_before:
-            conds.append(job.created_at < flt.created_before)
-        if flt.ordering_key:
-            conds.append(job.ordering_key == flt.ordering_key)
-        if flt.schedule_id:
-            conds.append(job.schedule_id == flt.schedule_id)
-        if flt.id_prefix:
-            conds.append(job.id.startswith(flt.id_prefix, autoescape=True))
-        if before_id:
-            conds.append(job.id < before_id)
-        stmt = select(ReportJob).where(and_(*conds)) if conds else select(ReportJob)
-        return await self.all(stmt.order_by(job.id.desc()).limit(limit), ReportJob)
 
     async def count_jobs(self, scope: TenantScope) -> int:
         stmt = select(func.count()).select_from(JOBS)

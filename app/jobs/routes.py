@@ -25,7 +25,7 @@ from app.http.responses import model_response
 from app.http.schemas import Problem
 from app.jobs import service
 from app.jobs.batch import BatchEntry, BatchOutcome, submit_batch
-from app.jobs.repository import JobFilter
+from app.jobs.list_repository import JobFilter
 from app.jobs.schemas import (
     JobBatchCreate,
     JobBatchItem,
@@ -197,12 +197,13 @@ async def list_jobs(
         created_before=created_before,
         schedule_id=schedule_id,
     )
-    jobs = await service.list_jobs(flt, decode_cursor(cursor), limit + 1)
+    found = await service.list_jobs(flt, decode_cursor(cursor), limit + 1)
+    jobs = found.rows
     shown = jobs[:limit]
     waits = await fairshare.waiting_for(shown)
     page = JobPage(
         items=[JobPublic.of(j, w) for j, w in zip(shown, waits, strict=True)],
-        next_cursor=next_cursor([j.id for j in jobs], limit),
+        next_cursor=next_cursor([j.id for j in jobs], limit, found.resume_before),
     )
     return model_response(page)
 

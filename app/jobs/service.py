@@ -38,7 +38,8 @@ from app.fairshare.service import waiting_document
 from app.jobs import group_submit
 from app.jobs.building import JobSpec, row_with, submit_row
 from app.jobs.effects import NO_EFFECTS, stage_terminal_effects, wake_next_in_order
-from app.jobs.repository import JobFilter, JobRepository
+from app.jobs.list_repository import JobFilter, JobListPage, JobListRepository
+from app.jobs.repository import JobRepository
 from app.jobs.step_repository import StepRepository
 from app.jobs.validation import validate_submit
 from app.models import DeadLetter, JobStep, ReportJob
@@ -222,9 +223,11 @@ async def get_job(job_id: str, scope: TenantScope) -> ReportJob:
     return job
 
 
-async def list_jobs(flt: JobFilter, before_id: str | None, limit: int) -> list[ReportJob]:
+async def list_jobs(flt: JobFilter, before_id: str | None, limit: int) -> JobListPage:
+    """Up to `limit` jobs newest first below `before_id` (app.jobs.list_repository: a page may be cut short
+    by the scan bound, with `resume_before` to go on from)."""
     async with session_scope() as session:
-        return await JobRepository(session).list_jobs(flt, before_id, limit)
+        return await JobListRepository(session).page(flt, before_id, limit)
 
 
 async def get_output(job_id: str, scope: TenantScope) -> tuple[ReportJob, StoredOutput]:

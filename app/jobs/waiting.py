@@ -1,7 +1,7 @@
 """When a waiting job became free to start: the start of its queue wait.
 
-One rule for the queue-wait histogram (here) and the oldest-eligible-job gauge (its SQL twin in
-app/observability/repository.py, which tests/unit/jobs/test_waiting.py holds to the same answers).
+One rule for the queue-wait histogram (here) and the oldest-eligible-job gauge (its SQL twin: the
+`eligible_at` column the database computes, app/models.py; tests hold both to the same answers).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, case, func, select, type_coerce
+from sqlalchemy import case, func, select, type_coerce
 
 from app.core.repository import Repository, table_of
 from app.core.states import AlertStatus, CallbackStatus, JobStatus
@@ -27,28 +27,16 @@ class LiveJobs:
     oldest_eligible_since: datetime | None
 
 
-def eligible_since_sql() -> ColumnElement[datetime]:
-    """The SQL twin of app.jobs.waiting.eligible_since (the same rule, column by column)."""
-    pending_since = case(
-        (and_(job.run_at.is_not(None), job.run_at > job.updated_at), job.run_at), else_=job.updated_at
-    )
-    return case(
-        (job.status == JobStatus.RETRYING.value, job.next_attempt_at),
-        (job.status == JobStatus.SCHEDULED.value, job.run_at),
-        (job.status == JobStatus.PENDING.value, pending_since),
-        else_=None,
-    )
-
-
 class StateRepository(Repository):
     async def live_jobs(self, now: datetime) -> list[LiveJobs]:
         """Jobs in a live status by (status, report type, tenant), with the oldest wait among those that
-        could start now (due and not behind an ordering-key predecessor). A range of the status index."""
-        since = eligible_since_sql()
-        waiting = case((and_(job.blocked_by.is_(None), since <= now), since), else_=None)
-        oldest = type_coerce(func.min(waiting), UTCDateTime())
+        could start now (due and not behind an ordering-key predecessor: `eligible_at`). Read off the
+        live-jobs index alone, in its order: the live statuses' entries, never a terminal row."""
+        since = job.eligible_at
+        oldest = type_coerce(func.min(case((since <= now, since), else_=None)), UTCDateTime())
         stmt = (
             select(job.status, job.report_type, job.tenant, func.count(), oldest)
+            .with_hint(JOBS, "FORCE INDEX (ix_report_jobs_live)", dialect_name="mysql")
             .where(job.status.in_([s.value for s in LIVE]))
             .group_by(job.status, job.report_type, job.tenant)
         )

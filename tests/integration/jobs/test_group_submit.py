@@ -16,7 +16,7 @@ from app.core.db import session_scope
 from app.core.tenancy import EVERY_TENANT
 from app.jobs import group_submit
 from app.jobs import service as jobs
-from app.jobs.repository import JobFilter, JobRepository
+from app.jobs.list_repository import JobFilter, JobListRepository
 from tests.utils.jobs import get_job
 from tests.utils.polling import eventually
 
@@ -81,9 +81,8 @@ async def test_a_request_cancelled_while_its_batch_commits_leaves_its_job_commit
 
     async def committed_and_queued() -> bool:
         async with session_scope() as session:
-            ids = [
-                row.id for row in await JobRepository(session).list_jobs(JobFilter(EVERY_TENANT), None, 10)
-            ]
+            page = await JobListRepository(session).page(JobFilter(EVERY_TENANT), None, 10)
+            ids = [row.id for row in page.rows]
         return len(ids) == 1 and await queued(env) == set(ids)
 
     await eventually(committed_and_queued, 10, "the cancelled request's job committed and queued")

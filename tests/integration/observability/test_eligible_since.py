@@ -1,5 +1,5 @@
 """The oldest-eligible gauge and the queue-wait histogram start a job's wait at the same moment: the SQL
-rule (app/observability/repository.py) gives what app.jobs.waiting.eligible_since gives, status by status."""
+rule (the computed `eligible_at` column, app/models.py) gives what app.jobs.waiting.eligible_since gives."""
 
 from __future__ import annotations
 
