@@ -394,6 +394,18 @@ class ReportTypePolicy(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
 
 
+class FinishedMinute(SQLModel, table=True):
+    """Jobs that ended done or dead in one minute, by tenant: the console's throughput chart, rolled up
+    from report_jobs once the minute is over (app/console/repository.py)."""
+
+    __tablename__ = "finished_minutes"
+
+    minute: datetime = Field(sa_type=UTCDateTime, primary_key=True)
+    tenant: str = Field(primary_key=True, max_length=64)
+    status: str = Field(primary_key=True, max_length=16)
+    jobs: int = Field(nullable=False)
+
+
 # Rows built with model_construct (app/jobs/building.py) are read before any query would have configured
 # the ORM's mappers in a fresh process: configure them once, now that every model is defined.
 configure_mappers()

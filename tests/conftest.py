@@ -69,7 +69,14 @@ async def env(
     await reset_process_state()
     async with session_scope() as session:
         tables = ("job_attempts", "dead_letters", "report_jobs", "api_keys", "worker_processes")
-        for table in (*tables, "schedule_runs", "schedules", "tenant_policies", "report_type_policies"):
+        for table in (
+            *tables,
+            "schedule_runs",
+            "schedules",
+            "tenant_policies",
+            "report_type_policies",
+            "finished_minutes",
+        ):
             await session.execute(text(f"DELETE FROM {table}"))
     redis_server.flushall()
 

@@ -1,5 +1,6 @@
 """report_jobs: an index per job-list filter, each ending in the id (a page reads about as many entries as it
-shows), and `eligible_at`, a virtual column with the live-jobs index the state gauges read alone
+shows), `eligible_at`, a virtual column with the live-jobs index the state gauges read alone, and finished_minutes,
+the console's throughput rolled up by minute
 
 Revision ID: 0011
 Revises: 0010
@@ -27,6 +28,14 @@ INDEXES = {
 
 
 def upgrade() -> None:
+    op.create_table(
+        "finished_minutes",
+        sa.Column("minute", UTCDateTime(), nullable=False),
+        sa.Column("tenant", sa.String(length=64), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("jobs", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("minute", "tenant", "status"),
+    )
     with op.batch_alter_table("report_jobs", schema=None) as batch_op:
         batch_op.add_column(
             sa.Column("eligible_at", UTCDateTime(), sa.Computed(ELIGIBLE_AT_SQL, persisted=False))
@@ -42,3 +51,4 @@ def downgrade() -> None:
             batch_op.drop_index(name)
     with op.batch_alter_table("report_jobs", schema=None) as batch_op:
         batch_op.drop_column("eligible_at")
+    op.drop_table("finished_minutes")

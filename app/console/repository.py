@@ -5,14 +5,17 @@ open dead letters and recent alert deliveries, always within the viewer's tenant
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, select
+from sqlalchemy import ColumnElement, Select, case, delete, func, literal, select
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from app.core.repository import Repository, table_of
 from app.core.states import AlertStatus, JobStatus
 from app.core.tenancy import TenantScope
-from app.models import AlertDelivery, DeadLetter, ReportJob
+from app.models import AlertDelivery, DeadLetter, FinishedMinute, ReportJob
 
 JOBS = table_of(ReportJob)
 job = JOBS.c
@@ -20,6 +23,14 @@ LETTERS = table_of(DeadLetter)
 letter = LETTERS.c
 DELIVERIES = table_of(AlertDelivery)
 delivery = DELIVERIES.c
+MINUTES = table_of(FinishedMinute)
+minute = MINUTES.c
+MINUTE_KEY = ["minute", "tenant", "status"]
+
+
+def _minute_start(label: str) -> datetime:
+    """The minute a "YYYY-MM-DD HH:MM" label names, as an aware UTC datetime."""
+    return datetime.strptime(label, "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -64,16 +75,68 @@ class ConsoleRepository(Repository):
         return func.date_format(column, "%Y-%m-%d %H:%i")
 
     async def finished_per_minute(self, scope: TenantScope, since: datetime) -> list[tuple[str, str, int]]:
-        """(minute "YYYY-MM-DD HH:MM" UTC, done|dead, count) since `since` (status+finished_at index)."""
-        minute = self._minute(job.finished_at)
-        stmt = (
-            select(minute, job.status, func.count())
-            .where(job.status.in_([JobStatus.DONE.value, JobStatus.DEAD.value]), job.finished_at >= since)
-            .group_by(minute, job.status)
+        """(minute "YYYY-MM-DD HH:MM" UTC, done|dead, count) since `since`: the rolled-up minutes (a range
+        of finished_minutes' key), then the minutes not rolled up yet, read from report_jobs (a range of the
+        status+finished_at index over the last minute or two)."""
+        rolled = (
+            select(minute.minute, minute.status, func.sum(minute.jobs))
+            .where(minute.minute >= since)
+            .group_by(minute.minute, minute.status)
         )
         if scope.tenant is not None:
-            stmt = stmt.where(job.tenant == scope.tenant)
-        return [(str(m), str(s), int(n)) for m, s, n in (await self.session.execute(stmt)).all()]
+            rolled = rolled.where(minute.tenant == scope.tenant)
+        found = [(m.strftime("%Y-%m-%d %H:%M"), str(s), int(n)) for m, s, n in await self._rows(rolled)]
+        tail = max(since, await self.rolled_up_to() or since)
+        recent = self._finished_by_minute(tail, None, job.tenant if scope.tenant is None else None)
+        if scope.tenant is not None:
+            recent = recent.where(job.tenant == scope.tenant)
+        by_minute: dict[tuple[str, str], int] = {}
+        for m, status, _tenant, n in await self._rows(recent):
+            by_minute[(str(m), str(status))] = by_minute.get((str(m), str(status)), 0) + int(n)
+        return found + [(m, status, n) for (m, status), n in by_minute.items()]
+
+    async def rolled_up_to(self) -> datetime | None:
+        """The end of the last minute rolled up (the newest key of finished_minutes)."""
+        last = (await self.session.execute(select(func.max(minute.minute)))).scalar_one()
+        return None if last is None else last + timedelta(minutes=1)
+
+    async def roll_up(self, start: datetime, end: datetime) -> None:
+        """Store the finished counts of the whole minutes in [start, end): each minute's count replaces what
+        a concurrent roll-up of the same minute wrote (the same number)."""
+        stmt = self._finished_by_minute(start, end, job.tenant)
+        rows = [
+            {"minute": _minute_start(m), "tenant": t, "status": s, "jobs": int(n)}
+            for m, s, t, n in await self._rows(stmt)
+        ]
+        if not rows:
+            return
+        if self.session.get_bind().dialect.name == "sqlite":
+            lite = sqlite_insert(MINUTES).values(rows)
+            upsert: Any = lite.on_conflict_do_update(
+                index_elements=MINUTE_KEY, set_={"jobs": lite.excluded.jobs}
+            )
+        else:
+            my = mysql_insert(MINUTES).values(rows)
+            upsert = my.on_duplicate_key_update(jobs=my.inserted.jobs)
+        await self.session.execute(upsert)
+
+    async def forget_minutes(self, before: datetime) -> None:
+        await self.session.execute(delete(MINUTES).where(minute.minute < before))
+
+    def _finished_by_minute(self, start: datetime, end: datetime | None, tenant: Any) -> Select[Any]:
+        label = self._minute(job.finished_at)
+        ended = [job.status.in_([JobStatus.DONE.value, JobStatus.DEAD.value]), job.finished_at >= start]
+        if end is not None:
+            ended.append(job.finished_at < end)
+        group = [label, job.status] if tenant is None else [label, job.status, tenant]
+        return (
+            select(label, job.status, tenant if tenant is not None else literal(""), func.count())
+            .where(*ended)
+            .group_by(*group)
+        )
+
+    async def _rows(self, stmt: Select[Any]) -> list[Any]:
+        return list((await self.session.execute(stmt)).all())
 
     async def running_jobs(self, scope: TenantScope, limit: int) -> list[RunningJob]:
         stmt = (
