@@ -2,7 +2,8 @@
 
 Every SCAN_INTERVAL_S it re-enqueues jobs MySQL says are due but Redis does not hold; each finished tick is
 recorded in its worker-registry row (`last_tick_at`). Beside the tick, a fire loop sleeps until the next
-schedule fire (at most FIRE_POLL_S, so new and changed schedules are seen) and fires what is due.
+schedule fire (at most FIRE_POLL_S, so new and changed schedules are seen) and fires what is due, and a
+flush watch walks every waiting job back into Redis as soon as Redis lost its state.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from app.core.logs import setup_logging
 from app.core.times import utcnow
 from app.fleet.service import Presence
 from app.maintenance import service as maintenance
+from app.maintenance.reconcile import recover_if_flushed
 from app.schedules import firing
 from workers.common import load_registry
 
 log = logging.getLogger("workers.scheduler")
 
 FIRE_POLL_S = 0.5
+FLUSH_WATCH_S = 1.0  # how often the scheduler looks whether Redis lost its state (one HGETALL)
 FIRE_BACKOFF_MAX_S = 5.0
 
 
@@ -65,6 +68,20 @@ async def fire_loop(stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), delay)
 
 
+async def flush_watch(stop: asyncio.Event) -> None:
+    """Until `stop`: once Redis lost its state (a flush, an empty restart), walk every waiting job back into
+    its lane now, not at the next tick; errors (Redis down) are logged and tried again next second."""
+    while not stop.is_set():
+        try:
+            requeued = await recover_if_flushed()
+            if requeued is not None:
+                log.warning("recovered after Redis lost its state", extra={"requeued": requeued})
+        except Exception as exc:
+            log.warning("flush watch failed; trying again", extra={"error": repr(exc)[:200]})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), FLUSH_WATCH_S)
+
+
 async def main() -> None:
     setup_logging("scheduler")
     failpoints.arm_from_environment()  # none unless a test or the soak names some
@@ -87,8 +104,10 @@ async def main() -> None:
     log.info("scheduler started", extra={"scan_interval_s": settings.scan_interval_s})
     fires = asyncio.create_task(fire_loop(stop))
     await tick(presence)
+    watch = asyncio.create_task(flush_watch(stop))
     await stop.wait()
     await fires
+    await watch
     scheduler.shutdown(wait=False)
     await presence.stop()
     await redis_pool.close_pool()

@@ -6,6 +6,7 @@ share it; once Redis lost its state (a flush, a new server) the walk covers ever
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -80,6 +81,27 @@ async def reconcile(budget: float | None = None) -> int:
     if walk.full and all(walk.swept(status) for status in STATUSES):
         await redis_pool.save_sweep_state(STATE, {SWEPT: "1"})
     return walk.requeued
+
+
+async def redis_lost_state() -> bool:
+    """Redis no longer holds the mark of a finished walk: flushed, restarted empty, or never walked yet."""
+    return SWEPT not in await redis_pool.sweep_state(STATE)
+
+
+async def recover_if_flushed() -> int | None:
+    """Once Redis lost its state, the walk over every waiting job now rather than at the next tick (the
+    scheduler looks every second): a backlog is back in its lanes at the speed of MySQL and Redis. One
+    replica at a time; None when there was nothing to do."""
+    if not await redis_lost_state():
+        return None
+    lock = await redis_pool.try_lock("reconcile-recovery", ttl_s=budget_s() + 5.0)
+    if lock is None:
+        return None
+    try:
+        return await reconcile()
+    finally:
+        with contextlib.suppress(Exception):  # expired, or Redis went away again: the TTL frees it
+            await lock.release()
 
 
 async def _walk_status(walk: Walk, status: JobStatus) -> None:

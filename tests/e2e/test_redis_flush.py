@@ -48,3 +48,25 @@ async def test_flushall_with_worker_stopped_loses_none_of_300_jobs(stack: Stack)
     not_exactly_one = [row for row in per_job if row[1:] != ["1", "1"]]
     assert not_exactly_one == [], not_exactly_one
     assert stack.scalar("SELECT COUNT(*) FROM report_jobs WHERE attempt <> 1 OR attempts_total <> 1") == "0"
+
+
+async def test_a_flushed_backlog_is_queued_again_long_before_the_next_tick(stack: Stack) -> None:
+    stack.start_api()
+    stack.start_scheduler(SCAN_INTERVAL_S="3600")  # its first tick runs at start, the next in an hour
+    async with stack.client() as client:
+        bodies = [{"report_type": "demo.csv", "params": {"rows": 1}} for _ in range(JOBS)]
+        ids = await submit_many(client, None, bodies, concurrency=16)
+    queue = stack.redis_client()
+    try:
+
+        def queued_jobs() -> set[str]:
+            return {member.decode().split(":")[0] for member in queue.zrange("arq:queue", 0, -1)}
+
+        await eventually(lambda: queued_jobs() == set(ids), 30, "every job queued")
+        stack.servers.redis.flushall()
+        # The scheduler's flush watch sees the walk's mark gone and walks every waiting job back now.
+        await eventually(lambda: queued_jobs() == set(ids), 30, "the flush watch to re-enqueue every job")
+    finally:
+        queue.close()
+    stack.start_worker()
+    await eventually(lambda: stack.status_counts() == {"done": JOBS}, 90, f"all {JOBS} jobs done")
