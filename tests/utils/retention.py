@@ -4,6 +4,7 @@ MariaDB's sequence engine (`seq_1_to_N`), with their attempt rows, dead letters 
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -105,7 +106,7 @@ async def insert_finished_jobs(
         for statement in statements:
             await session.execute(statement)
     if output_dir is not None:
-        write_outputs(output_dir, batch.ids())
+        await asyncio.to_thread(write_outputs, output_dir, batch.ids())
     return batch
 
 
@@ -148,6 +149,11 @@ async def count_rows(table: str, where: str = "1 = 1", **params: Any) -> int:
     async with session_scope() as session:
         stmt = sql_text(f"SELECT COUNT(*) FROM {table} WHERE {where}")
         return int((await session.execute(stmt, params)).scalar_one())
+
+
+async def job_ids() -> set[str]:
+    async with session_scope() as session:
+        return set((await session.execute(sql_text("SELECT id FROM report_jobs"))).scalars())
 
 
 async def empty_job_tables() -> None:
