@@ -1,5 +1,5 @@
 """SQL of the scheduler's sweeps: jobs waiting to run, a keyset page at a time (reconciliation), and finished
-jobs past retention (deleted with their attempts, callback deliveries and steps).
+jobs past retention, a keyset page of one status at a time (deleted with their attempts, deliveries, steps).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, delete, or_, select
+from sqlalchemy import ColumnElement, Delete, Select, and_, delete, or_, select
 
 from app.core.repository import Repository, table_of
 from app.core.states import TERMINAL, WAITING, JobStatus, values
@@ -18,8 +18,45 @@ from app.models import CallbackDelivery, DeadLetter, JobAttempt, JobStep, Report
 JOBS = table_of(ReportJob)
 job = JOBS.c
 letter = table_of(DeadLetter).c
-# Children first: what names a job goes before the job.
+# What names a job and goes with it: their foreign keys are ON DELETE CASCADE, so the job's guarded DELETE
+# takes them in the same statement (a job it keeps keeps them). Dead letters cascade too, which is why a job
+# any letter names is never expired.
 JOB_CHILDREN = (table_of(JobAttempt), table_of(CallbackDelivery), table_of(JobStep))
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """Retention's cut-offs: a finished job goes once finished before `finished_before`; one holding an
+    Idempotency-Key, once also created before `idempotent_before` (the key's TTL)."""
+
+    finished_before: datetime
+    idempotent_before: datetime
+
+
+@dataclass(frozen=True)
+class RetentionEntry:
+    """A job finished before retention's cut-off as a page lists it: its place in the (status, finished_at,
+    id) index (the walk's cursor), and whether it may go (not if a dead letter or an Idempotency-Key keeps
+    it)."""
+
+    id: str
+    finished_at: datetime
+    expired: bool
+
+    @classmethod
+    def of(cls, row: Any) -> RetentionEntry:
+        return cls(row[0], row[1], bool(row[2]))
+
+
+def still_expired(expiry: Expiry) -> list[ColumnElement[bool]]:
+    """Past retention, past its Idempotency-Key's TTL, and named by no dead letter (the archive keeps its
+    history): the conditions read and repeated by the DELETE."""
+    has_letter = select(letter.id).where(letter.job_id == job.id).exists()
+    return [
+        job.finished_at < expiry.finished_before,
+        or_(job.idempotency_key.is_(None), job.created_at < expiry.idempotent_before),
+        ~has_letter,
+    ]
 
 
 @dataclass(frozen=True)
@@ -73,6 +110,43 @@ def waiting_page_query(status: JobStatus, after_id: str, limit: int) -> Select[A
     return select(*WAITING_COLUMNS).select_from(JOBS.join(page, page.c.id == job.id)).order_by(job.id)
 
 
+def retention_page_query(
+    status: JobStatus, expiry: Expiry, after: RetentionEntry | None, limit: int
+) -> Select[Any]:
+    """The next `limit` jobs in `status` finished before the cut-off, after `after` in (finished_at, id)
+    order, each with whether it may go. The page is a range of the (status, finished_at) index alone (its
+    entries end with the id): `limit` entries read whatever the table holds, kept jobs passed over once a
+    walk; then each row by its key and a probe of the dead letters' job_id index. Conditions on the row
+    in the page's own WHERE made MariaDB turn NOT EXISTS into a scan of the letters' index and walk the
+    status without the cut-off; a row comparison (finished_at, id) > (…) is no range for it either."""
+    in_range = [job.status == status.value, job.finished_at < expiry.finished_before]
+    if after is not None:
+        in_range.append(
+            or_(
+                job.finished_at > after.finished_at,
+                and_(job.finished_at == after.finished_at, job.id > after.id),
+            )
+        )
+    page = (
+        select(job.id, job.finished_at)
+        .where(*in_range)
+        .order_by(job.finished_at, job.id)
+        .limit(limit)
+        .subquery("page")
+    )
+    expired = and_(*still_expired(expiry)).label("expired")
+    return select(page.c.id, page.c.finished_at, expired).select_from(page.join(JOBS, job.id == page.c.id))
+
+
+def retention_delete(job_ids: Sequence[str], expiry: Expiry) -> Delete:
+    """Those of `job_ids` still expired (a replay in between brought a cancelled job back to life; a dead
+    letter or an Idempotency-Key may have come): one guarded DELETE repeating the conditions, by primary key.
+    Attempts, callback deliveries and steps go with each job in the same statement (ON DELETE CASCADE)."""
+    return delete(JOBS).where(
+        job.id.in_(sorted(job_ids)), job.status.in_(values(TERMINAL)), *still_expired(expiry)
+    )
+
+
 class MaintenanceRepository(Repository):
     async def waiting_page(self, status: JobStatus, after_id: str, limit: int) -> list[WaitingJob]:
         stmt = waiting_page_query(status, after_id, limit)
@@ -85,26 +159,16 @@ class MaintenanceRepository(Repository):
         stmt = select(*WAITING_COLUMNS).where(job.id.in_(list(job_ids)), job.status.in_(values(WAITING)))
         return [WaitingJob.of(row) for row in (await self.session.execute(stmt)).all()]
 
-    async def expired_job_ids(
-        self, finished_before: datetime, idempotent_before: datetime, limit: int
-    ) -> list[str]:
-        """Finished jobs past retention. A job stays while any dead letter names it (the archive keeps its
-        history), and a job holding an Idempotency-Key stays at least until the key's TTL is over."""
-        has_letter = select(letter.id).where(letter.job_id == job.id).exists()
-        stmt = (
-            select(job.id)
-            .where(
-                job.finished_at < finished_before,
-                or_(job.idempotency_key.is_(None), job.created_at < idempotent_before),
-                job.status.in_(values(TERMINAL)),
-                ~has_letter,
-            )
-            .limit(limit)
-        )
-        return await self.all(stmt, str)
+    async def retention_page(
+        self, status: JobStatus, expiry: Expiry, after: RetentionEntry | None, limit: int
+    ) -> list[RetentionEntry]:
+        """A page of `retention_page_query`, in (finished_at, id) order."""
+        stmt = retention_page_query(status, expiry, after, limit)
+        rows = [RetentionEntry.of(row) for row in (await self.session.execute(stmt)).all()]
+        return sorted(rows, key=lambda entry: (entry.finished_at, entry.id))
 
-    async def delete_jobs(self, job_ids: Sequence[str]) -> int:
-        ids = list(job_ids)
-        for child in JOB_CHILDREN:
-            await self.session.execute(delete(child).where(child.c.job_id.in_(ids)))
-        return await self.rowcount(delete(JOBS).where(job.id.in_(ids)))
+    async def delete_expired(self, job_ids: Sequence[str], expiry: Expiry) -> int:
+        """Delete those of `job_ids` still expired; returns how many went (see `retention_delete`)."""
+        if not job_ids:
+            return 0
+        return await self.rowcount(retention_delete(job_ids, expiry))

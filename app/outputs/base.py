@@ -1,5 +1,5 @@
-"""What every output store is: the interface (save, fetch, delete a job's files), what a download hands
-over, the outage error, and the names: one key per job attempt (`{job_id}/r{replay}-a{attempt}/{name}`).
+"""What every output store is: the interface (save, fetch, delete a batch of jobs' files), what a download
+hands over, the outage error, and the names: one key per job attempt (`{job_id}/r{replay}-a{attempt}/{name}`).
 
 No user-supplied string ever becomes a path or a key: both come from ids we generated and sanitised names.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +75,12 @@ class OutputStore(ABC):
     async def fetch(self, key: str) -> StoredOutput | None:
         """The stored file for a download, or None if it is gone."""
 
-    @abstractmethod
     async def delete_job(self, job_id: str) -> None:
         """Delete every file of a job, every attempt's; raises OutputStoreUnavailable on an outage."""
+        await self.delete_jobs([job_id])
+
+    @abstractmethod
+    async def delete_jobs(self, job_ids: Sequence[str]) -> None:
+        """Delete every file of these jobs, every attempt's, in a few calls whatever their number (retention
+        hands thousands at a time). Raises OutputStoreUnavailable on an outage, after which any of them may
+        still have files: the caller keeps them all, and a later call finishes (deleting is idempotent)."""

@@ -5,13 +5,14 @@ name, fsync, rename), served by path; also the spool every store's reports write
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import shutil
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from app.outputs.base import OutputStore, StoredOutput
+from app.outputs.base import OutputStore, OutputStoreUnavailable, StoredOutput
 
 
 def attempt_dir(output_dir: Path, job_id: str, replay: int, attempt: int) -> Path:
@@ -62,8 +63,33 @@ class AtomicFile:
         self.tmp_path.unlink(missing_ok=True)
 
 
-def delete_job_outputs(output_dir: Path, job_id: str) -> None:
-    shutil.rmtree(Path(output_dir) / job_id, ignore_errors=True)
+def remove_tree(path: str) -> None:
+    """Delete a directory and what it holds (nothing there is fine). Plain scandir, unlink and rmdir: cheaper
+    than shutil.rmtree's fd-relative walk (an open and a stat more per directory) on a job's two levels."""
+    try:
+        with os.scandir(path) as it:
+            entries = list(it)
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            remove_tree(entry.path)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+    with contextlib.suppress(FileNotFoundError):
+        os.rmdir(path)
+
+
+def delete_outputs_of(output_dir: Path, job_ids: Sequence[str]) -> None:
+    """Every job's directory, one after the other (retention deletes its batches side by side); a file that
+    cannot go is an outage: the caller keeps the jobs' rows and tries again later."""
+    root = str(output_dir)
+    for job_id in job_ids:
+        try:
+            remove_tree(os.path.join(root, job_id))
+        except OSError as exc:
+            raise OutputStoreUnavailable(f"output directory of {job_id}: {exc}") from exc
 
 
 class LocalOutputStore(OutputStore):
@@ -80,5 +106,5 @@ class LocalOutputStore(OutputStore):
         path = resolve_output(self.spool_dir, key)
         return StoredOutput(size=path.stat().st_size, path=path) if path is not None else None
 
-    async def delete_job(self, job_id: str) -> None:
-        await asyncio.to_thread(delete_job_outputs, self.spool_dir, job_id)
+    async def delete_jobs(self, job_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(delete_outputs_of, self.spool_dir, list(job_ids))

@@ -6,8 +6,9 @@ Every failure of the store but "no such object" becomes OutputStoreUnavailable (
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,7 +27,11 @@ PART_SIZE_BYTES = 5 * 1024 * 1024  # the S3 minimum
 PARTS_IN_FLIGHT = 2
 #: Chunks a streamed download hands to the HTTP response.
 STREAM_CHUNK_BYTES = 1024 * 1024
-DELETE_BATCH = 1000
+DELETE_BATCH = 1000  # keys a DeleteObjects call takes, and a listing's page
+#: A range listing may read this many keys of other jobs per job asked for (plus a page) before the rest are
+#: listed job by job (one call each), PREFIX_LISTINGS at a time.
+FOREIGN_KEYS_PER_JOB = 2
+PREFIX_LISTINGS = 16
 
 
 def s3_config(options: dict[str, Any]) -> dict[str, Any]:
@@ -94,12 +99,55 @@ class S3OutputStore(OutputStore):
         stream = result.stream(min_chunk_size=STREAM_CHUNK_BYTES)
         return StoredOutput(size=int(result.meta["size"]), chunks=_bytes(stream))
 
-    async def delete_job(self, job_id: str) -> None:
-        async def delete_all() -> None:
-            async for batch in obstore.list(self._store, prefix=f"{job_id}/", chunk_size=DELETE_BATCH):
-                await obstore.delete_async(self._store, [item["path"] for item in batch])
+    async def delete_jobs(self, job_ids: Sequence[str]) -> None:
+        """One listing across the jobs' key range (keys list in order, each job's under its id), then
+        DeleteObjects of up to 1000 keys a call: a few calls for thousands of jobs. Where other jobs' keys
+        crowd the range, the rest are listed job by job, a few at a time."""
+        ids = sorted(set(job_ids))
+        if not ids:
+            return
 
-        await _guard(delete_all(), f"delete {job_id}/")
+        async def delete_all() -> None:
+            keys, rest = await self._keys_in_range(ids)
+            listings = asyncio.Semaphore(PREFIX_LISTINGS)
+            for listed in await asyncio.gather(*(self._keys_of(job_id, listings) for job_id in rest)):
+                keys.extend(listed)
+            if keys:
+                # DeleteObjects, DELETE_BATCH keys a call (a job listed both ways is named once).
+                await obstore.delete_async(self._store, list(dict.fromkeys(keys)))
+
+        await _guard(delete_all(), f"delete the files of {len(ids)} jobs")
+
+    async def _keys_in_range(self, ids: list[str]) -> tuple[list[str], list[str]]:
+        """The keys of `ids` (sorted) found listing from the first to the last, and the ids this listing
+        did not cover: those past the point where it had read too many other jobs' keys, or all of them if
+        the store does not list in key order."""
+        wanted, keys, previous, foreign = set(ids), list[str](), "", 0
+        allowance = FOREIGN_KEYS_PER_JOB * len(ids) + DELETE_BATCH
+        async for page in obstore.list(self._store, offset=ids[0], chunk_size=DELETE_BATCH):
+            for item in page:
+                path = item["path"]
+                owner = path.split("/", 1)[0]
+                if path < previous:
+                    return keys, ids  # not in key order: nothing says the range was covered
+                if owner > ids[-1]:
+                    return keys, []
+                previous = path
+                if owner in wanted:
+                    keys.append(path)
+                else:
+                    foreign += 1
+            if foreign > allowance:
+                return keys, [job_id for job_id in ids if job_id >= previous.split("/", 1)[0]]
+        return keys, []
+
+    async def _keys_of(self, job_id: str, listings: asyncio.Semaphore) -> list[str]:
+        async with listings:
+            return [
+                item["path"]
+                async for page in obstore.list(self._store, prefix=f"{job_id}/", chunk_size=DELETE_BATCH)
+                for item in page
+            ]
 
 
 async def _bytes(stream: Any) -> AsyncIterator[bytes]:

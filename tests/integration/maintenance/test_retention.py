@@ -1,16 +1,29 @@
-"""Retention: finished jobs and their files go after JOB_RETENTION_S; what must stay, stays."""
+"""Retention: finished jobs and their files go after JOB_RETENTION_S, batch after batch within a tick's
+budget; what must stay (a dead letter's job, an Idempotency-Key's, a job revived meanwhile), stays."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from app.core.config import get_settings
+from app.core.db import session_scope
+from app.core.states import JobStatus
+from app.core.times import utcnow
 from app.maintenance import service as maintenance
+from app.maintenance.repository import Expiry, MaintenanceRepository
 from tests.utils.jobs import submit_id
+from tests.utils.retention import (
+    FinishedBatch,
+    count_rows,
+    insert_dead_letters,
+    insert_finished_jobs,
+    revive,
+)
 from tests.utils.workers import drain
 
 
@@ -41,3 +54,66 @@ async def test_expired_jobs_and_their_files_are_purged_but_dead_letters_and_idem
         headers={**auth, "Idempotency-Key": "order-7"},
     )
     assert again.status_code == 200 and again.json()["id"] == keyed
+
+
+async def test_one_tick_purges_batch_after_batch_until_nothing_expired_is_left(env: Any) -> None:
+    await env.set(JOB_RETENTION_S="60", SCAN_INTERVAL_S="60")  # a tick's budget: 42 s
+    old = utcnow() - timedelta(minutes=10)
+    done = await insert_finished_jobs(2 * maintenance.PURGE_BATCH + 500, old)
+    cancelled = await insert_finished_jobs(300, old, status=JobStatus.CANCELLED)
+    recent = await insert_finished_jobs(400, utcnow())
+
+    report = await maintenance.run_tick(use_lease=False)
+
+    assert report["jobs_purged"] == done.count + cancelled.count
+    assert await count_rows("report_jobs") == recent.count
+    assert await count_rows("job_attempts") == recent.count  # each job's attempts went with it
+
+
+async def test_a_tick_past_its_budget_ends_after_its_first_batch_and_the_next_goes_on(env: Any) -> None:
+    await env.set(JOB_RETENTION_S="60")
+    expired = await insert_finished_jobs(maintenance.PURGE_BATCH + 700, utcnow() - timedelta(minutes=10))
+
+    assert await maintenance.purge_expired_jobs(budget_s=0) == maintenance.PURGE_BATCH
+    assert await count_rows("report_jobs") == expired.count - maintenance.PURGE_BATCH
+    assert await maintenance.purge_expired_jobs(budget_s=0) == 700
+    assert await count_rows("report_jobs") == 0
+
+
+async def test_jobs_that_must_stay_are_passed_over_and_the_walk_purges_what_lies_beyond(env: Any) -> None:
+    """A whole first page of jobs holding their Idempotency-Key, then dead-lettered jobs, then plain ones:
+    the walk goes past the first two (kept with their attempts) and purges the last."""
+    await env.set(JOB_RETENTION_S="60", IDEMPOTENCY_TTL_S="3600", SCAN_INTERVAL_S="60")
+    old = utcnow() - timedelta(minutes=10)
+    keyed = await insert_finished_jobs(maintenance.PURGE_BATCH, old, keyed=True)
+    lettered = await insert_finished_jobs(50, old + timedelta(seconds=1), status=JobStatus.DEAD)
+    await insert_dead_letters(lettered)
+    plain = await insert_finished_jobs(maintenance.PURGE_BATCH + 10, old + timedelta(seconds=2))
+
+    assert await maintenance.purge_expired_jobs() == plain.count
+
+    assert await count_rows("report_jobs") == keyed.count + lettered.count
+    assert await count_rows("job_attempts") == keyed.count + lettered.count
+    assert await count_rows("dead_letters") == lettered.count
+
+
+async def test_the_delete_keeps_a_job_revived_or_dead_lettered_after_it_was_read(env: Any) -> None:
+    """Between the page's read and the DELETE a replay brought one job back to life and another got a dead
+    letter: the guarded DELETE repeats the conditions, so both stay, with their attempts and the letter
+    (whose foreign key would have cascaded)."""
+    now = utcnow()
+    expiry = Expiry(finished_before=now, idempotent_before=now)
+    batch = await insert_finished_jobs(20, now - timedelta(minutes=1), status=JobStatus.CANCELLED)
+    lettered, revived = batch.ids()[:2]
+    async with session_scope() as session:
+        page = await MaintenanceRepository(session).retention_page(JobStatus.CANCELLED, expiry, None, 100)
+    assert [entry.id for entry in page if entry.expired] == batch.ids()
+    await revive(revived)
+    await insert_dead_letters(FinishedBatch(batch.prefix, 1))  # the first job's
+
+    async with session_scope() as session:
+        assert await MaintenanceRepository(session).delete_expired(batch.ids(), expiry) == batch.count - 2
+
+    assert await count_rows("report_jobs") == 2
+    assert await count_rows("job_attempts") == 2
+    assert await count_rows("dead_letters", "job_id = :id", id=lettered) == 1
