@@ -22,7 +22,18 @@ __all__ = ["META_CPU_KEYS", "machine_info", "markdown", "write_results"]
 
 # A run is flagged noisy when processes it did not start used this much of a core during a measurement.
 NOISY_OTHERS_PCT = 25
-PACKAGES = ("arq", "celery", "fastapi", "uvicorn", "sqlalchemy", "asyncmy", "redis", "uvloop", "httptools")
+PACKAGES = (
+    "arq",
+    "celery",
+    "dramatiq",
+    "fastapi",
+    "uvicorn",
+    "sqlalchemy",
+    "asyncmy",
+    "redis",
+    "uvloop",
+    "httptools",
+)
 
 
 def machine_info(bench: Bench) -> dict[str, Any]:
@@ -151,6 +162,7 @@ def cost_rows(res: dict[str, Any]) -> list[str]:
         "raw_arq_2w": "drain: raw arq, our settings, 2 workers",
         "raw_arq_defaults_2w": "drain: raw arq, arq's defaults, 2 workers",
         "celery_prefork2": "drain: Celery prefork 2",
+        "dramatiq_2p": "drain: Dramatiq, 2 processes × 8 threads",
     }
     for key, label in labels.items():
         if key in res.get("drain", {}):

@@ -46,7 +46,7 @@ from bench.phases import bulk, drain, fairness, memory, metrics, pickup, submit
 from bench.procs import stop_all
 from bench.report import machine_info, markdown, write_results
 
-BENCH_DEPS = ("celery", "pymysql")
+BENCH_DEPS = ("celery", "dramatiq", "pymysql")
 INSTALL_TIMEOUT_S = 600
 APT_TIMEOUT_S = 180
 
