@@ -16,6 +16,7 @@ from typing import Any
 from bench.common import MYSQL_FLUSH_AT_COMMIT, PHASES, RESULTS_DIR, ROOT, SCALE, version_of
 from bench.context import Bench
 from bench.report_metrics import metrics_note, metrics_rows
+from bench.report_scale import scale_note
 from bench.targets import META_CPU_KEYS, build_rows
 
 __all__ = ["META_CPU_KEYS", "machine_info", "markdown", "write_results"]
@@ -128,6 +129,9 @@ def markdown(res: dict[str, Any]) -> str:
     metrics = metrics_note(res)
     if metrics:
         notes += ["", *metrics]
+    scale = scale_note(res)
+    if scale:
+        notes += ["", *scale]
     return "\n".join(notes) + "\n"
 
 
