@@ -178,8 +178,15 @@ def backlog_insert(lay: Layout, rows: int, columns: set[str]) -> str:
     )
 
 
+async def restore(conn: Any) -> None:
+    """The session's settings back to the server's (the connection goes back to the bench's pool)."""
+    from sqlalchemy import text
+
+    await conn.execute(text("SET SESSION unique_checks = 1, foreign_key_checks = 1, sql_mode = DEFAULT"))
+
+
 async def prepare(conn: Any) -> set[str]:
-    """The fill session's settings; the live columns of report_jobs."""
+    """The fill session's settings (restore() undoes them); the live columns of report_jobs."""
     from sqlalchemy import text
 
     await conn.execute(text("SET SESSION unique_checks = 0, foreign_key_checks = 0, sql_mode = ''"))
@@ -244,6 +251,7 @@ async def fill_finished(conn: Any, lay: Layout, first: int, last: int, drop_keys
     timings["analyze_s"] = time.perf_counter() - step
     total = time.perf_counter() - began
     rows = last - first + 1
+    await restore(conn)
     return {
         "rows": rows,
         "seconds": round(total, 1),
@@ -265,6 +273,7 @@ async def fill_expired(conn: Any, lay: Layout, first: int, last: int) -> float:
         await conn.execute(text(jobs_insert(gen, columns)))
         await conn.execute(text(attempts_insert(gen)))
         await conn.commit()
+    await restore(conn)
     return time.perf_counter() - began
 
 
@@ -276,6 +285,7 @@ async def fill_backlog(conn: Any, lay: Layout, rows: int) -> float:
     await conn.execute(text(backlog_insert(lay, rows, columns)))
     await conn.commit()
     await conn.execute(text("ANALYZE TABLE report_jobs"))
+    await restore(conn)
     return time.perf_counter() - began
 
 

@@ -30,6 +30,7 @@ LIST_PAGES = {
     "list_rare_type": f"/v1/jobs?report_type={RARE_TYPE}",
     "list_no_match": f"/v1/jobs?report_type={NO_TYPE}",
 }
+READ_FIGURES = (*LIST_PAGES, "metrics_uncached", "console_overview")
 READ_REPEATS = 20
 TICKS = 3
 SINGLE_SUBMITS = 200
