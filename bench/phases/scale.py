@@ -24,10 +24,11 @@ from bench.common import (
     log,
     scale_sizes,
 )
-from bench.context import Bench
+from bench.context import ApiServer, Bench
 from bench.scale_fill import (
     FILL_CHUNK,
     PAUSED_TENANT,
+    Layout,
     fill_backlog,
     fill_expired,
     fill_finished,
@@ -55,7 +56,7 @@ async def size_server(bench: Bench) -> dict[str, Any]:
         return {str(k): str(v) for k, v in rows}
 
 
-async def fill_to(bench: Bench, lay: Any, have: int, want: int) -> dict[str, Any]:
+async def fill_to(bench: Bench, lay: Layout, have: int, want: int) -> dict[str, Any]:
     """Finished jobs have+1 … want in one fill; cut at whole chunks when SCALE_FILL_BUDGET_S would be
     exceeded (estimated from a first chunk's pace), and said so."""
     async with bench.db.connect() as conn:
@@ -81,7 +82,9 @@ async def fill_to(bench: Bench, lay: Any, have: int, want: int) -> dict[str, Any
     return fig
 
 
-async def measure(bench: Bench, api: Any, counters: Counters, lay: Any, index: int, ids: list[str]) -> dict:
+async def measure(
+    bench: Bench, api: ApiServer, counters: Counters, lay: Layout, index: int, ids: list[str]
+) -> dict[str, Any]:
     """Every figure at the current size, in an order that leaves the next size the same state: submits (the
     drain's jobs) and the drain first, so that even the empty table's list pages show a full page of the big
     tenant's jobs; then reads and ticks on a quiet system, the purge of a fresh expired slice, and last the
