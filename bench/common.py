@@ -27,7 +27,8 @@ RESULTS_DIR = Path(os.environ.get("BENCH_RESULTS_DIR") or ROOT / "bench" / "resu
 # machine's cores, as API_WORKERS under `make run`), BENCH_RESULTS_DIR (bench/results).
 # Scale phase (issue 28, BENCH_PHASES=scale): BENCH_SCALE_SIZES (0,1000000,10000000 finished jobs, times
 # BENCH_SCALE), BENCH_SCALE_DROP_INDEXES (1: secondary indexes dropped for a fill and rebuilt after),
-# BENCH_SCALE_FILL_BUDGET_S (1500: a size whose fill would take longer is cut at what fits, and says so).
+# BENCH_SCALE_FILL_BUDGET_S (1500: a size whose fill would take longer is cut at what fits, and says so),
+# BENCH_SCALE_EXPLAIN (1: past the first size, each figure's SELECTs replayed under ANALYZE: rows per query).
 
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 PHASES = ("submit", "bulk", "drain", "pickup", "memory")  # the default
@@ -55,6 +56,7 @@ SCALE_BACKLOG = max(1_000, round(100_000 * SCALE))
 SCALE_DRAIN_JOBS = max(2, round(5_000 * SCALE / BULK_BATCH)) * BULK_BATCH
 SCALE_PURGE_ROWS = max(2_000, round(50_000 * SCALE))
 SCALE_DROP_INDEXES = os.environ.get("BENCH_SCALE_DROP_INDEXES", "1") != "0"
+SCALE_EXPLAIN = os.environ.get("BENCH_SCALE_EXPLAIN", "1") != "0"
 SCALE_FILL_BUDGET_S = float(os.environ.get("BENCH_SCALE_FILL_BUDGET_S", "1500"))
 SCALE_BUFFER_POOL_MB = 512
 SCALE_REDO_LOG_MB = 1024

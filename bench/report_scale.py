@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from bench.scale_explain import explain_lines
+
 FLAG_RATIO = 1.5
 ROWS_NOISE = 100  # rows-read growth under this many rows an operation is not flagged (API key lookups, …)
 
@@ -141,6 +143,15 @@ def scale_note(res: dict[str, Any]) -> list[str]:
     pool = int(srv.get("innodb_buffer_pool_size", 0)) // 2**20
     last = sc["sizes"][-1]
     rec, pur = last.get("recovery", {}), last.get("purge", {})
+    where = []
+    for entry in sc["sizes"]:
+        if entry.get("explain"):
+            where += [
+                "",
+                f"Where the rows go at {entry['rows_in_table']:,} rows (each figure's SELECTs replayed "
+                "through its service call under ANALYZE FORMAT=JSON; statements reading ≥ 1,000 rows):",
+                *explain_lines(entry["explain"]),
+            ]
     notes = [
         f"## Scale (issue 28): the same figures as the table grows ({sc['backlog']:,} pending jobs of a "
         "paused tenant at every size)",
@@ -180,5 +191,6 @@ def scale_note(res: dict[str, Any]) -> list[str]:
         "Fill (bulk SQL: SEQUENCE engine in INSERT … SELECT, 100k rows a statement, ULID ids, secondary "
         "indexes of report_jobs dropped and rebuilt in one ALTER):",
         *fill_lines(sc),
+        *where,
     ]
     return notes

@@ -18,6 +18,7 @@ from bench.common import (
     SCALE_BUFFER_POOL_MB,
     SCALE_DRAIN_JOBS,
     SCALE_DROP_INDEXES,
+    SCALE_EXPLAIN,
     SCALE_FILL_BUDGET_S,
     SCALE_PURGE_ROWS,
     SCALE_REDO_LOG_MB,
@@ -25,6 +26,7 @@ from bench.common import (
     scale_sizes,
 )
 from bench.context import ApiServer, Bench
+from bench.scale_explain import explain_all, explain_lines
 from bench.scale_fill import (
     FILL_CHUNK,
     PAUSED_TENANT,
@@ -103,6 +105,10 @@ async def measure(
     )
     out["tick"] = await ticks(counters)
     log(f"  tick {out['tick']['p50_ms']:.0f} ms ({out['tick']['handler_reads_per_op']:,.0f} rows)")
+    if SCALE_EXPLAIN and index:
+        out["explain"] = await explain_all()
+        for line in explain_lines(out["explain"], 10_000):
+            log("  " + line)
     first = 1 + index * SCALE_PURGE_ROWS
     async with bench.db.connect() as conn:
         out["purge_fill_s"] = round(await fill_expired(conn, lay, first, first + SCALE_PURGE_ROWS - 1), 1)
