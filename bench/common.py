@@ -28,7 +28,7 @@ RESULTS_DIR = Path(os.environ.get("BENCH_RESULTS_DIR") or ROOT / "bench" / "resu
 # Scale phase (issue 28, BENCH_PHASES=scale): BENCH_SCALE_SIZES (0,1000000,10000000 finished jobs, times
 # BENCH_SCALE), BENCH_SCALE_DROP_INDEXES (1: secondary indexes dropped for a fill and rebuilt after),
 # BENCH_SCALE_FILL_BUDGET_S (1500: a size whose fill would take longer is cut at what fits, and says so),
-# BENCH_SCALE_EXPLAIN (1: past the first size, each figure's SELECTs replayed under ANALYZE: rows per query).
+# BENCH_SCALE_EXPLAIN (1: past the first size, each figure's statements replayed under ANALYZE).
 
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 PHASES = ("submit", "bulk", "drain", "pickup", "memory")  # the default

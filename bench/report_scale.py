@@ -148,8 +148,9 @@ def scale_note(res: dict[str, Any]) -> list[str]:
         if entry.get("explain"):
             where += [
                 "",
-                f"Where the rows go at {entry['rows_in_table']:,} rows (each figure's SELECTs replayed "
-                "through its service call under ANALYZE FORMAT=JSON; statements reading ≥ 1,000 rows):",
+                f"Where the rows go at {entry['rows_in_table']:,} rows (each figure's SELECTs, UPDATEs and "
+                "DELETEs replayed through its service call under ANALYZE FORMAT=JSON, rolled back; "
+                "statements reading ≥ 1,000 rows):",
                 *explain_lines(entry["explain"]),
             ]
     notes = [

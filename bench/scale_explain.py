@@ -1,5 +1,6 @@
-"""Where a figure's rows go: the operation run once in this process with its SELECTs captured, then each
-replayed under ANALYZE FORMAT=JSON (MariaDB runs it and counts the rows each table access read).
+"""Where a figure's rows go: the operation run once in this process with its SELECTs, UPDATEs and DELETEs
+captured, then each replayed under ANALYZE FORMAT=JSON (MariaDB runs it and counts the rows each table access
+read) in a transaction rolled back after it.
 
 The HTTP figures are replayed through the service calls their routes make (same queries, same tenant).
 """
@@ -16,6 +17,7 @@ from bench.scale_fill import BIG_TENANT, NO_TYPE, RARE_TYPE
 LIST_LIMIT = 51  # the route asks for its page size + 1 (50 + 1): the next cursor
 SHOWN = 4  # statements kept per operation, most rows first
 SQL_CHARS = 400
+REPLAYED = ("SELECT", "UPDATE", "DELETE")
 COLUMN_LIST = re.compile(r"^SELECT (.+?) FROM ")
 
 
@@ -39,9 +41,13 @@ def _tables(node: Any) -> list[dict[str, Any]]:
 
 
 async def analyze(conn: Any, statement: str, params: Any) -> dict[str, Any]:
-    """ANALYZE FORMAT=JSON of one SELECT: the rows each table access read (r_loops × r_rows) and its plan."""
+    """ANALYZE FORMAT=JSON of one statement (rolled back after): the rows each table access read (r_loops ×
+    r_rows) and its plan."""
     args = tuple(params) if isinstance(params, list) else params
-    raw = (await conn.exec_driver_sql("ANALYZE FORMAT=JSON " + statement, args)).scalar()
+    try:
+        raw = (await conn.exec_driver_sql("ANALYZE FORMAT=JSON " + statement, args)).scalar()
+    finally:
+        await conn.rollback()
     plan = json.loads(raw)
     accesses = []
     for t in _tables(plan):
@@ -59,7 +65,8 @@ async def analyze(conn: Any, statement: str, params: Any) -> dict[str, Any]:
 
 
 async def explain(op: Callable[[], Awaitable[object]]) -> list[dict[str, Any]]:
-    """Run `op` once capturing its SELECTs, then ANALYZE each; the SHOWN that read the most rows."""
+    """Run `op` once capturing its SELECTs, UPDATEs and DELETEs, then ANALYZE each (rolled back); the SHOWN
+    that read the most rows."""
     from sqlalchemy import event
 
     from app.core.db import get_engine
@@ -68,7 +75,7 @@ async def explain(op: Callable[[], Awaitable[object]]) -> list[dict[str, Any]]:
     captured: list[tuple[str, Any]] = []
 
     def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_rest: Any) -> None:
-        if statement.lstrip()[:6].upper() == "SELECT":
+        if statement.lstrip()[:6].upper() in REPLAYED:
             captured.append((statement, parameters))
 
     event.listen(engine.sync_engine, "before_cursor_execute", capture)
