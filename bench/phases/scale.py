@@ -26,7 +26,7 @@ from bench.common import (
     scale_sizes,
 )
 from bench.context import ApiServer, Bench
-from bench.scale_explain import explain_all, explain_lines
+from bench.scale_explain import explain, explain_all, explain_lines
 from bench.scale_fill import (
     FILL_CHUNK,
     PAUSED_TENANT,
@@ -84,6 +84,20 @@ async def fill_to(bench: Bench, lay: Layout, have: int, want: int) -> dict[str, 
     return fig
 
 
+async def explain_purge(found: dict[str, Any]) -> int:
+    """One purge_expired_jobs() call with the expired slice in place, its statements replayed under ANALYZE
+    (rolled back); how many jobs it deleted (the purge figure counts the rest)."""
+    from app.maintenance.service import purge_expired_jobs
+
+    got: list[int] = []
+
+    async def one() -> None:
+        got.append(await purge_expired_jobs())
+
+    found["purge"] = await explain(one)
+    return sum(got)
+
+
 async def measure(
     bench: Bench, api: ApiServer, counters: Counters, lay: Layout, index: int, ids: list[str]
 ) -> dict[str, Any]:
@@ -112,7 +126,10 @@ async def measure(
     first = 1 + index * SCALE_PURGE_ROWS
     async with bench.db.connect() as conn:
         out["purge_fill_s"] = round(await fill_expired(conn, lay, first, first + SCALE_PURGE_ROWS - 1), 1)
-    out["purge"] = await purge(bench, counters, SCALE_PURGE_ROWS)
+    expired = SCALE_PURGE_ROWS
+    if SCALE_EXPLAIN and index:
+        expired -= await explain_purge(out.setdefault("explain", {}))
+    out["purge"] = await purge(bench, counters, expired)
     log(f"  purge {out['purge']['jobs_per_s'] or 0:,.0f} jobs/s ({out['purge']['purged']:,} of "
         f"{SCALE_PURGE_ROWS:,}; {out['purge']['jobs_per_call']:.0f} a call)")  # fmt: skip
     out["recovery"] = await recovery(bench, counters, ids)
