@@ -25,13 +25,17 @@ RESULTS_DIR = Path(os.environ.get("BENCH_RESULTS_DIR") or ROOT / "bench" / "resu
 # (560: the memory phase is cut short, and says so, to keep the whole run under 10 minutes),
 # BENCH_API_WORKERS (uvicorn processes serving the API under test and its trivial POST alike; default: the
 # machine's cores, as API_WORKERS under `make run`), BENCH_RESULTS_DIR (bench/results).
+# Scale phase (issue 28, BENCH_PHASES=scale): BENCH_SCALE_SIZES (0,1000000,10000000 finished jobs, times
+# BENCH_SCALE), BENCH_SCALE_DROP_INDEXES (1: secondary indexes dropped for a fill and rebuilt after),
+# BENCH_SCALE_FILL_BUDGET_S (1500: a size whose fill would take longer is cut at what fits, and says so),
+# BENCH_SCALE_EXPLAIN (1: past the first size, each figure's statements replayed under ANALYZE).
 
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 PHASES = ("submit", "bulk", "drain", "pickup", "memory")  # the default
 # In the order they run; BENCH_PHASES=metrics for issue 12's figures, fairness for issue 16's (both opt-in:
 # the default run would not fit its 10-minute budget with them). Fairness runs before memory, which takes
 # what the budget leaves.
-ALL_PHASES = ("submit", "bulk", "drain", "pickup", "fairness", "memory", "metrics")
+ALL_PHASES = ("submit", "bulk", "drain", "pickup", "fairness", "memory", "metrics", "scale")
 CONCURRENCY = 64
 SUBMIT_SECONDS = max(2.0, 10.0 * min(SCALE, 1.0))
 WARMUP_SECONDS = 2.0 if SCALE >= 1 else 1.0
@@ -47,6 +51,15 @@ MEMORY_JOBS = max(500, round(50_000 * SCALE))
 FAIRNESS_A_JOBS = max(500, round(2_000 * SCALE))
 FAIRNESS_B_JOBS = 10
 FAIRNESS_B_TENANT = "bench-b"
+# Scale (issue 28): a backlog of a paused tenant at every size, the drain's jobs, the purge's expired slice.
+SCALE_BACKLOG = max(1_000, round(100_000 * SCALE))
+SCALE_DRAIN_JOBS = max(2, round(5_000 * SCALE / BULK_BATCH)) * BULK_BATCH
+SCALE_PURGE_ROWS = max(2_000, round(50_000 * SCALE))
+SCALE_DROP_INDEXES = os.environ.get("BENCH_SCALE_DROP_INDEXES", "1") != "0"
+SCALE_EXPLAIN = os.environ.get("BENCH_SCALE_EXPLAIN", "1") != "0"
+SCALE_FILL_BUDGET_S = float(os.environ.get("BENCH_SCALE_FILL_BUDGET_S", "1500"))
+SCALE_BUFFER_POOL_MB = 512
+SCALE_REDO_LOG_MB = 1024
 DRAIN_TIMEOUT_S = 240.0
 STALL_S = 30.0  # no progress for this long: the run is broken, stop it rather than wait out the timeout
 # The whole run must stay under 10 minutes: the memory phase, last, is cut short (and says so) to fit.
@@ -72,6 +85,18 @@ def wanted_phases() -> list[str]:
             f"BENCH_PHASES: unknown phase(s) {', '.join(unknown)}; known: {', '.join(ALL_PHASES)}"
         )
     return wanted
+
+
+def scale_sizes() -> list[int]:
+    """The scale phase's table sizes (finished jobs): BENCH_SCALE_SIZES times BENCH_SCALE, ascending."""
+    raw = os.environ.get("BENCH_SCALE_SIZES", "0,1000000,10000000")
+    try:
+        sizes = sorted({round(float(s) * SCALE) for s in raw.split(",") if s.strip()})
+    except ValueError as exc:
+        raise SystemExit(f"BENCH_SCALE_SIZES: {raw!r} is not a list of numbers") from exc
+    if not sizes or sizes[0] < 0:
+        raise SystemExit(f"BENCH_SCALE_SIZES: {raw!r}: give sizes ≥ 0, e.g. 0,1000000,10000000")
+    return sizes
 
 
 def log(message: str) -> None:

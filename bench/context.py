@@ -87,6 +87,8 @@ class Bench:
             PYTHONUNBUFFERED="1",
             BENCH_CELERY_BROKER=self.redis.url.rsplit("/", 1)[0] + "/1",
             BENCH_CELERY_BACKEND=f"db+mysql+pymysql://root@127.0.0.1:{self.mariadb.port}/{CELERY_DB}",
+            BENCH_DRAMATIQ_BROKER=self.redis.url.rsplit("/", 1)[0] + "/2",
+            BENCH_DRAMATIQ_MYSQL=f"mysql://root@127.0.0.1:{self.mariadb.port}/{CELERY_DB}",
         )
         for key in APP_SETTINGS:
             os.environ[key] = self.env[key]

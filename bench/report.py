@@ -16,13 +16,25 @@ from typing import Any
 from bench.common import MYSQL_FLUSH_AT_COMMIT, PHASES, RESULTS_DIR, ROOT, SCALE, version_of
 from bench.context import Bench
 from bench.report_metrics import metrics_note, metrics_rows
+from bench.report_scale import scale_note
 from bench.targets import META_CPU_KEYS, build_rows
 
 __all__ = ["META_CPU_KEYS", "machine_info", "markdown", "write_results"]
 
 # A run is flagged noisy when processes it did not start used this much of a core during a measurement.
 NOISY_OTHERS_PCT = 25
-PACKAGES = ("arq", "celery", "fastapi", "uvicorn", "sqlalchemy", "asyncmy", "redis", "uvloop", "httptools")
+PACKAGES = (
+    "arq",
+    "celery",
+    "dramatiq",
+    "fastapi",
+    "uvicorn",
+    "sqlalchemy",
+    "asyncmy",
+    "redis",
+    "uvloop",
+    "httptools",
+)
 
 
 def machine_info(bench: Bench) -> dict[str, Any]:
@@ -117,6 +129,9 @@ def markdown(res: dict[str, Any]) -> str:
     metrics = metrics_note(res)
     if metrics:
         notes += ["", *metrics]
+    scale = scale_note(res)
+    if scale:
+        notes += ["", *scale]
     return "\n".join(notes) + "\n"
 
 
@@ -151,6 +166,7 @@ def cost_rows(res: dict[str, Any]) -> list[str]:
         "raw_arq_2w": "drain: raw arq, our settings, 2 workers",
         "raw_arq_defaults_2w": "drain: raw arq, arq's defaults, 2 workers",
         "celery_prefork2": "drain: Celery prefork 2",
+        "dramatiq_2p": "drain: Dramatiq, 2 processes × 8 threads",
     }
     for key, label in labels.items():
         if key in res.get("drain", {}):

@@ -1,5 +1,8 @@
 """`make bench`: private MariaDB + Redis; submit (single and bulk), drain, pickup and memory figures vs the
-trivial POST, raw arq and Celery, all in one run, against issue 15's targets.
+trivial POST, raw arq, Celery and Dramatiq, all in one run, against issue 15's targets.
+
+BENCH_PHASES=scale (issue 28) fills report_jobs to 1M and 10M finished jobs in bulk SQL and repeats the
+figures at each size with the rows MariaDB read for them (BENCH_SCALE_SIZES picks the sizes).
 
 Writes bench/results/<date>.json and .md (BENCH_RESULTS_DIR elsewhere) and prints the table; BENCH_SCALE=0.1
 shrinks every count; bench/common.py lists the knobs.
@@ -39,14 +42,15 @@ from bench.common import (
     SCALE,
     SUBMIT_SECONDS,
     log,
+    scale_sizes,
     wanted_phases,
 )
 from bench.context import Bench
-from bench.phases import bulk, drain, fairness, memory, metrics, pickup, submit
+from bench.phases import bulk, drain, fairness, memory, metrics, pickup, scale, submit
 from bench.procs import stop_all
 from bench.report import machine_info, markdown, write_results
 
-BENCH_DEPS = ("celery", "pymysql")
+BENCH_DEPS = ("celery", "dramatiq", "pymysql")
 INSTALL_TIMEOUT_S = 600
 APT_TIMEOUT_S = 180
 
@@ -120,6 +124,7 @@ async def run_phases(bench: Bench) -> None:
         await timed("fairness", fairness.run)  # its own workers; before memory, which takes what is left
         await timed("memory", memory.run)
         await timed("metrics", metrics.run)  # its own API processes (metrics on and off) and workers
+        await timed("scale", scale.run)  # last: it fills the tables to millions of rows (its own API)
     finally:
         await bench.close()
 
@@ -181,6 +186,7 @@ def main() -> None:
             "bulk_batch": BULK_BATCH, "bulk_clients": BULK_CLIENTS, "bulk_seconds": BULK_SECONDS,
             "drain_jobs": DRAIN_JOBS, "fairness_a_jobs": FAIRNESS_A_JOBS, "fairness_b_jobs": FAIRNESS_B_JOBS,
             "pickup_samples": PICKUP_SAMPLES, "idle_seconds": IDLE_SECONDS, "memory_jobs": MEMORY_JOBS,
+            "scale_sizes": scale_sizes() if "scale" in wanted_phases() else None,
         },
     )  # fmt: skip
     stem = write_results(res)

@@ -11,6 +11,7 @@ from typing import Any
 # Issue 15's targets.
 DRAIN_VS_CELERY = 2.0  # drain, 2 worker processes, ≥ 2.0× Celery prefork 2 with MySQL state
 DRAIN_VS_ARQ_DEFAULTS = 3.0  # … and ≥ 3× raw arq at arq's default settings
+DRAIN_VS_DRAMATIQ = 2.0  # issue 28: ≥ 2× Dramatiq (Redis broker) writing a MySQL status row per job
 WORKER_CPU_MS = 1.5  # worker CPU per job
 STATEMENTS_PER_JOB = (
     4.0  # MySQL statements per job (Questions: every statement a client sends, COMMIT included)
@@ -122,6 +123,15 @@ def drain_rows(res: dict[str, Any]) -> list[Row]:
             f"{what}, vs Celery", f"{ours:,.0f}/s",
             f"Celery prefork 2 + MySQL results {cel['jobs_per_s']:,.0f}/s", ratio,
             f"≥ {DRAIN_VS_CELERY:.1f}×", ratio >= DRAIN_VS_CELERY,
+        ))  # fmt: skip
+    dram = drain.get("dramatiq_2p")
+    if dram:
+        ratio = ours / dram["jobs_per_s"]
+        rows.append(Row(
+            f"{what}, vs Dramatiq", f"{ours:,.0f}/s",
+            f"Dramatiq, {dram['processes']} proc × {dram['threads_per_process']} threads, Redis + MySQL "
+            f"status row {dram['jobs_per_s']:,.0f}/s",
+            ratio, f"≥ {DRAIN_VS_DRAMATIQ:.1f}× (issue 28)", ratio >= DRAIN_VS_DRAMATIQ,
         ))  # fmt: skip
     dflt = drain.get("raw_arq_defaults_2w")
     if dflt:

@@ -1,6 +1,7 @@
 """Drain phase: N no-op jobs queued with the workers stopped, then drained to `done` by 2 worker processes of
-ours, of raw arq under our settings, of raw arq under arq's defaults, and Celery prefork 2 (state in MySQL);
-rate from the first completion seen to the last, CPU per job over that same window."""
+ours, of raw arq under our settings, of raw arq under arq's defaults, Celery prefork 2 (state in MySQL) and
+Dramatiq 2 processes (a MySQL status row per job); rate from the first completion seen to the last, CPU per
+job over that same window."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ CELERY_PUBLISH_TIMEOUT_S = 300.0
 
 
 DRAIN_WORKERS = 2  # issue 15's drain targets are for 2 worker processes (Celery: prefork 2)
+DRAMATIQ_THREADS = 8  # Dramatiq's default threads per worker process
 
 
 class WindowMeter:
@@ -193,10 +195,51 @@ async def drain_celery(bench: Bench) -> dict[str, Any]:
     return result
 
 
+async def drain_dramatiq(bench: Bench) -> dict[str, Any]:
+    """Dramatiq with its Redis broker: DRAIN_JOBS messages sent, then 2 worker processes (8 threads each,
+    Dramatiq's default) whose actor INSERTs one status row per job in MySQL (bench/dramatiq_app.py)."""
+    from bench.dramatiq_app import STATUS_TABLE
+
+    await bench.clean()
+    out = await asyncio.to_thread(
+        run_cmd,
+        [sys.executable, "-m", "bench.dramatiq_app", str(DRAIN_JOBS)],
+        bench.env,
+        CELERY_PUBLISH_TIMEOUT_S,
+    )
+    publish_rate = float(out.strip().splitlines()[-1])
+    status = await bench.mysql_status()
+
+    async def progress() -> int:
+        return int(await bench.scalar(f"SELECT COUNT(*) FROM `{CELERY_DB}`.{STATUS_TABLE}") or 0)
+
+    argv = [
+        sys.executable, "-m", "dramatiq", "bench.dramatiq_app", "--processes", str(DRAIN_WORKERS),
+        "--threads", str(DRAMATIQ_THREADS), "--skip-logging",
+    ]  # fmt: skip
+    proc = bench.spawn("dramatiq", argv)
+    groups = {"dramatiq (all processes)": proc.pid, **bench.server_pids()}
+    meter, window = CpuMeter(groups).start(), WindowMeter(groups)
+    try:
+        result = await watch(progress, DRAIN_JOBS, [proc], 0.1, window.start)
+        result["cpu_pct"] = window.stop()
+        result["cpu_pct_from_spawn"] = meter.stop()
+        result["mysql_per_job"] = await bench.per_job_statements(status, DRAIN_JOBS, result["progress_polls"])
+    finally:
+        proc.stop()
+    result.update(
+        publish_messages_per_s=round(publish_rate, 1),
+        processes=DRAIN_WORKERS,
+        threads_per_process=DRAMATIQ_THREADS,
+        command=" ".join(argv[1:]),
+    )
+    return result
+
+
 async def run(bench: Bench) -> None:
     w = DRAIN_WORKERS
     log(f"drain: {DRAIN_JOBS} queued no-op jobs, {w} worker processes each: ours, raw arq under our "
-        "settings, raw arq under arq's defaults; Celery prefork 2")  # fmt: skip
+        "settings, raw arq under arq's defaults; Celery prefork 2; Dramatiq")  # fmt: skip
     drain: dict[str, Any] = {}
     drain[f"ours_{w}w"] = await drain_ours(bench, w)
     log(f"  ours, {w} workers: {drain[f'ours_{w}w']['jobs_per_s']:.0f} jobs/s")
@@ -206,4 +249,9 @@ async def run(bench: Bench) -> None:
     log(f"  raw arq, arq's defaults, {w} workers: {drain[f'raw_arq_defaults_{w}w']['jobs_per_s']:.0f} jobs/s")
     drain["celery_prefork2"] = await drain_celery(bench)
     log(f"  Celery prefork 2 + MySQL results: {drain['celery_prefork2']['jobs_per_s']:.0f} jobs/s")
+    drain["dramatiq_2p"] = await drain_dramatiq(bench)
+    ours, dram = drain[f"ours_{w}w"]["jobs_per_s"], drain["dramatiq_2p"]["jobs_per_s"]
+    drain["ours_vs_dramatiq"] = round(ours / dram, 3) if dram else None
+    log(f"  Dramatiq 2 processes x {DRAMATIQ_THREADS} threads + MySQL status row: {dram:.0f} jobs/s; "
+        f"ours / Dramatiq = {ours / dram:.2f}x")  # fmt: skip
     bench.results["drain"] = drain
