@@ -99,9 +99,11 @@ def waiting_page_query(status: JobStatus, after_id: str, limit: int) -> Select[A
     range of the (status, id) index alone, then each row by its key: a page reads `limit` index entries and
     `limit` rows whatever the backlog and wherever the cursor is (one status per query: an OR over statuses
     scans the primary key; reading the columns straight off the index made MariaDB scan the status from its
-    first entry)."""
+    first entry; and at 10M rows it chose (status, finished_at), NULL for every waiting job, and sorted the
+    whole backlog: the index is named)."""
     page = (
         select(job.id)
+        .with_hint(JOBS, "FORCE INDEX (ix_report_jobs_status_id)", dialect_name="mysql")
         .where(job.status == status.value, job.id > after_id)
         .order_by(job.id)
         .limit(limit)
@@ -129,6 +131,7 @@ def retention_page_query(
         )
     page = (
         select(job.id, job.finished_at)
+        .with_hint(JOBS, "FORCE INDEX (ix_report_jobs_status_finished)", dialect_name="mysql")
         .where(*in_range)
         .order_by(job.finished_at, job.id)
         .limit(limit)
