@@ -130,6 +130,17 @@ async def session_scope() -> AsyncIterator[AsyncSession]:
             raise
 
 
+@asynccontextmanager
+async def snapshot_scope() -> AsyncIterator[AsyncSession]:
+    """A session whose reads all see one snapshot (REPEATABLE READ on MySQL, where sessions otherwise read
+    committed data afresh each statement): for reads that must agree with each other, such as the ranges
+    and the scan bound of one job-list page while workers move jobs between statuses."""
+    async with session_scope() as session:
+        if session.get_bind().dialect.name != "sqlite":
+            await session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        yield session
+
+
 async def dispose_engine() -> None:
     global _engine, _autocommit_engine, _sessionmaker
     for engine in (_engine, _autocommit_engine):

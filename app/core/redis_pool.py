@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from importlib import resources
 from typing import Any, TypeVar
 
 import orjson
@@ -127,6 +128,28 @@ async def save_sweep_state(name: str, values: dict[str, str]) -> None:
     async with (await get_pool()).pipeline(transaction=False) as pipe:
         pipe.hset(f"ro:sweep:{name}", mapping=values)
         await pipe.execute()
+
+
+def _lua(name: str) -> str:
+    return resources.files("app.core").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+
+
+SWEEP_BEGIN_LUA = _lua("sweep_begin")
+SWEEP_SAVE_LUA = _lua("sweep_save")
+
+
+async def begin_sweep(name: str, epoch: str) -> str:
+    """A full walk's epoch: the one under way (resumed), else `epoch` over a state cleared of older ones."""
+    script = (await get_pool()).register_script(SWEEP_BEGIN_LUA)
+    return _text(await script(keys=[f"ro:sweep:{name}"], args=[epoch]))
+
+
+async def save_sweep_state_if(name: str, epoch: str, steady: bool, values: dict[str, str]) -> bool:
+    """Save `values` only while the state still holds `epoch` (and, `steady`, its swept mark): False when a
+    flush or a newer walk came in between, and the walker should stop."""
+    args = [epoch, "1" if steady else "0", *(item for pair in values.items() for item in pair)]
+    script = (await get_pool()).register_script(SWEEP_SAVE_LUA)
+    return bool(await script(keys=[f"ro:sweep:{name}"], args=args))
 
 
 def _text(value: bytes | str) -> str:

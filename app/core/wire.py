@@ -6,10 +6,10 @@ Timestamps go out as RFC 3339 UTC with microseconds (`2026-11-22T12:00:30.000000
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, PlainSerializer
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, PlainSerializer
 
 from app.core.times import stamp
 
@@ -25,7 +25,15 @@ def _iso_only(value: Any) -> Any:
     return value
 
 
-IsoDateTime = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
+def _in_utc(value: datetime) -> datetime:
+    """Stored and compared in UTC: a date-time UTC cannot hold (past year 9999 once converted) is refused."""
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("date-time out of range once converted to UTC") from None
+
+
+IsoDateTime = Annotated[AwareDatetime, BeforeValidator(_iso_only), AfterValidator(_in_utc)]
 
 
 class ErrorInfo(BaseModel):

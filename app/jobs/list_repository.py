@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.sql import Select
@@ -83,7 +83,7 @@ def id_bounds(flt: JobFilter, before_id: str | None) -> tuple[str, str]:
         high = min(high, flt.id_prefix + "Z" * (26 - len(flt.id_prefix)) + "~")
     if flt.created_after:
         low = max(low, ulid_floor(flt.created_after))
-    if flt.created_before:
+    if flt.created_before and flt.created_before < datetime.max.replace(tzinfo=UTC) - ID_LAG:
         high = min(high, ulid_floor(flt.created_before + ID_LAG))
     return low, high
 

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from app.callbacks.service import check_callback_url
 from app.core import failpoints, metrics, redis_pool, tracing
 from app.core.config import get_settings
-from app.core.db import session_scope
+from app.core.db import session_scope, snapshot_scope
 from app.core.errors import (
     Conflict,
     IdempotencyConflict,
@@ -225,8 +225,8 @@ async def get_job(job_id: str, scope: TenantScope) -> ReportJob:
 
 async def list_jobs(flt: JobFilter, before_id: str | None, limit: int) -> JobListPage:
     """Up to `limit` jobs newest first below `before_id` (app.jobs.list_repository: a page may be cut short
-    by the scan bound, with `resume_before` to go on from)."""
-    async with session_scope() as session:
+    by the scan bound, with `resume_before` to go on from). Its reads share one snapshot."""
+    async with snapshot_scope() as session:
         return await JobListRepository(session).page(flt, before_id, limit)
 
 

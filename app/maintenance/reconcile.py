@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from app.core import failpoints, redis_pool, tracing
 from app.core.config import get_settings
 from app.core.db import session_scope
+from app.core.ids import new_id
 from app.core.states import JobStatus
 from app.core.times import utcnow
 from app.dispatch import capacity, queue
@@ -31,6 +32,7 @@ PAGE_ROWS = 1000
 STATUSES = (JobStatus.PENDING, JobStatus.RETRYING, JobStatus.SCHEDULED)
 STATE = "reconcile"  # sweep_state: "after:{status}" the cursor, "swept:{status}" / "swept" full walk
 SWEPT = "swept"  # set once a full walk covered every status since Redis last lost its state
+EPOCH = "epoch"  # the full walk the cursors belong to
 MIN_BUDGET_S = 1.0  # how long a tick's full walk may go on before it leaves the rest to the next tick
 
 
@@ -51,6 +53,7 @@ class Walk:
     state: dict[str, str]
     full: bool
     deadline: float
+    epoch: str = ""  # the full walk's (app/core/lua/sweep_begin.lua): every save is fenced by it
     pages: int = 0
     requeued: int = 0
 
@@ -69,17 +72,26 @@ async def reconcile(budget: float | None = None) -> int:
     A job that waits long is not a reason to re-enqueue it: caps, pauses and fair share make jobs wait by
     design, and one message per job (app.dispatch.lanes) makes a visit to a held job a no-op. In steady state
     each status reads one page a tick; after Redis lost its state (the `swept` mark is gone with it) the
-    tick walks every page it can within `budget` seconds, and the next tick goes on from the cursor."""
+    tick walks every page it can within `budget` seconds, and the next tick goes on from the cursor.
+
+    Every save of the shared state is fenced by the walk's epoch: a walker that read the state before a
+    flush (or before a newer full walk began) writes nothing and stops, so `swept` is only ever set by a
+    walk that covered every waiting job since Redis last lost its state."""
+    deadline = time.monotonic() + (budget_s() if budget is None else budget)
     state = await redis_pool.sweep_state(STATE)
-    walk = Walk(state, SWEPT not in state, time.monotonic() + (budget_s() if budget is None else budget))
+    walk = Walk(state, SWEPT not in state, deadline, state.get(EPOCH, ""))
     if walk.full:
+        walk.epoch = await redis_pool.begin_sweep(STATE, new_id())
+        walk.state = await redis_pool.sweep_state(STATE)  # the cursors of that walk, if it is under way
         if not await capacity.dispatch_ready():
             await fairshare.rebuild_dispatch()  # caps hold through the flush before anything is claimed
         log.warning("reconciliation: Redis lost its state; walking every waiting job")
     for status in STATUSES:
-        await _walk_status(walk, status)
+        if not await _walk_status(walk, status):
+            log.warning("reconciliation: Redis lost its state during the walk; the next walk starts over")
+            return walk.requeued
     if walk.full and all(walk.swept(status) for status in STATUSES):
-        await redis_pool.save_sweep_state(STATE, {SWEPT: "1"})
+        await redis_pool.save_sweep_state_if(STATE, walk.epoch, False, {SWEPT: "1"})
     return walk.requeued
 
 
@@ -104,8 +116,9 @@ async def recover_if_flushed() -> int | None:
             await lock.release()
 
 
-async def _walk_status(walk: Walk, status: JobStatus) -> None:
-    """One page of `status` from its cursor; during a full walk, pages until the status is covered."""
+async def _walk_status(walk: Walk, status: JobStatus) -> bool:
+    """One page of `status` from its cursor; during a full walk, pages until the status is covered. False
+    once a save found the state changed under the walk (a flush, a newer walk): stop."""
     full = walk.full and not walk.swept(status)
     after = walk.after(status)
     while True:
@@ -119,10 +132,11 @@ async def _walk_status(walk: Walk, status: JobStatus) -> None:
         saved = {f"after:{status.value}": after}
         if full and not after:
             saved[f"swept:{status.value}"] = "1"
-        await redis_pool.save_sweep_state(STATE, saved)
+        if not await redis_pool.save_sweep_state_if(STATE, walk.epoch, not walk.full, saved):
+            return False
         walk.state.update(saved)
         if not full or not after or time.monotonic() > walk.deadline:
-            return
+            return True
 
 
 async def reconcile_jobs(job_ids: Sequence[str]) -> int:

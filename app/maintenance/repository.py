@@ -42,10 +42,11 @@ class RetentionEntry:
     id: str
     finished_at: datetime
     expired: bool
+    replay_count: int = 0  # the replay read: only its files and older ones go (a replay since keeps its own)
 
     @classmethod
     def of(cls, row: Any) -> RetentionEntry:
-        return cls(row[0], row[1], bool(row[2]))
+        return cls(row[0], row[1], bool(row[2]), int(row[3]))
 
 
 def still_expired(expiry: Expiry) -> list[ColumnElement[bool]]:
@@ -138,7 +139,9 @@ def retention_page_query(
         .subquery("page")
     )
     expired = and_(*still_expired(expiry)).label("expired")
-    return select(page.c.id, page.c.finished_at, expired).select_from(page.join(JOBS, job.id == page.c.id))
+    return select(page.c.id, page.c.finished_at, expired, job.replay_count).select_from(
+        page.join(JOBS, job.id == page.c.id)
+    )
 
 
 def retention_delete(job_ids: Sequence[str], expiry: Expiry) -> Delete:

@@ -63,8 +63,8 @@ class Retention:
     purged: int = 0
     outage: bool = False
 
-    async def next_page(self, status: JobStatus) -> list[str]:
-        """The expired ids of the status's next page; moves its cursor on."""
+    async def next_page(self, status: JobStatus) -> dict[str, int]:
+        """The expired ids of the status's next page, each with the replay read; moves its cursor on."""
         async with session_scope() as session:
             repo = MaintenanceRepository(session)
             page = await repo.retention_page(status, self.expiry, self.cursors[status], PURGE_BATCH)
@@ -72,12 +72,14 @@ class Retention:
             del self.cursors[status]  # nothing more expired in this status
         else:
             self.cursors[status] = page[-1]
-        return [entry.id for entry in page if entry.expired]
+        return {entry.id: entry.replay_count for entry in page if entry.expired}
 
-    async def purge(self, job_ids: list[str]) -> None:
-        """Files first; then the rows still expired. An outage keeps the whole batch and ends the tick."""
+    async def purge(self, replays: dict[str, int]) -> None:
+        """Files first (those of the replays read: a job replayed since keeps its new run's), then the rows
+        still expired. An outage keeps the whole batch and ends the tick."""
+        job_ids = list(replays)
         try:
-            await self.store.delete_jobs(job_ids)
+            await self.store.delete_jobs(job_ids, replays)
         except OutputStoreUnavailable:
             self.outage = True
             return

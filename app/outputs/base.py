@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +38,23 @@ def attempt_key(job_id: str, replay: int, attempt: int, filename: str) -> str:
     """An attempt's own key: a stale attempt can never overwrite a newer one's file; the job row names the
     winner."""
     return f"{job_id}/r{replay}-a{attempt}/{filename}"
+
+
+def replay_of_key(key: str) -> int | None:
+    """The replay an attempt key (or an attempt's folder, `r{replay}-a{attempt}`) was written by."""
+    folder = key.split("/")[1] if "/" in key else key
+    head = folder.split("-", 1)[0]
+    return int(head[1:]) if head[:1] == "r" and head[1:].isdigit() else None
+
+
+def written_up_to(key: str, replays: Mapping[str, int] | None) -> bool:
+    """Whether a key is one of the generations to delete: every one without `replays`, else those of a
+    replay at most the one read for its job (a replay's later files are not for retention to delete)."""
+    if replays is None:
+        return True
+    replay = replay_of_key(key)
+    last = replays.get(key.split("/", 1)[0])
+    return replay is not None and last is not None and replay <= last
 
 
 def content_disposition(filename: str) -> str:
@@ -80,7 +97,9 @@ class OutputStore(ABC):
         await self.delete_jobs([job_id])
 
     @abstractmethod
-    async def delete_jobs(self, job_ids: Sequence[str]) -> None:
+    async def delete_jobs(self, job_ids: Sequence[str], replays: Mapping[str, int] | None = None) -> None:
         """Delete every file of these jobs, every attempt's, in a few calls whatever their number (retention
-        hands thousands at a time). Raises OutputStoreUnavailable on an outage, after which any of them may
-        still have files: the caller keeps them all, and a later call finishes (deleting is idempotent)."""
+        hands thousands at a time); with `replays`, only the files of each job's replays up to the one given
+        (a job replayed while retention read it keeps its new run's files). Raises OutputStoreUnavailable
+        on an outage, after which any of them may still have files: the caller keeps them all, and a later
+        call finishes (deleting is idempotent)."""

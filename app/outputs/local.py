@@ -8,11 +8,11 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from app.outputs.base import OutputStore, OutputStoreUnavailable, StoredOutput
+from app.outputs.base import OutputStore, OutputStoreUnavailable, StoredOutput, written_up_to
 
 
 def attempt_dir(output_dir: Path, job_id: str, replay: int, attempt: int) -> Path:
@@ -81,13 +81,27 @@ def remove_tree(path: str) -> None:
         os.rmdir(path)
 
 
-def delete_outputs_of(output_dir: Path, job_ids: Sequence[str]) -> None:
-    """Every job's directory, one after the other (retention deletes its batches side by side); a file that
-    cannot go is an outage: the caller keeps the jobs' rows and tries again later."""
+def delete_outputs_of(
+    output_dir: Path, job_ids: Sequence[str], replays: Mapping[str, int] | None = None
+) -> None:
+    """Every job's directory, one after the other (retention deletes its batches side by side), or with
+    `replays` its attempts' folders up to that replay (the job's folder too once empty); a file that cannot
+    go is an outage: the caller keeps the jobs' rows and tries again later."""
     root = str(output_dir)
     for job_id in job_ids:
+        folder = os.path.join(root, job_id)
         try:
-            remove_tree(os.path.join(root, job_id))
+            if replays is None:
+                remove_tree(folder)
+                continue
+            attempts: list[str] = []
+            with contextlib.suppress(FileNotFoundError), os.scandir(folder) as it:
+                attempts = [entry.name for entry in it]
+            for name in attempts:
+                if written_up_to(f"{job_id}/{name}", replays):
+                    remove_tree(os.path.join(folder, name))
+            with contextlib.suppress(FileNotFoundError, OSError):
+                os.rmdir(folder)  # not empty: a later replay's files stay, and so does its folder
         except OSError as exc:
             raise OutputStoreUnavailable(f"output directory of {job_id}: {exc}") from exc
 
@@ -106,5 +120,5 @@ class LocalOutputStore(OutputStore):
         path = resolve_output(self.spool_dir, key)
         return StoredOutput(size=path.stat().st_size, path=path) if path is not None else None
 
-    async def delete_jobs(self, job_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(delete_outputs_of, self.spool_dir, list(job_ids))
+    async def delete_jobs(self, job_ids: Sequence[str], replays: Mapping[str, int] | None = None) -> None:
+        await asyncio.to_thread(delete_outputs_of, self.spool_dir, list(job_ids), replays)

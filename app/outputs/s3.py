@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,7 +16,13 @@ from typing import Any, TypeVar
 import obstore
 from obstore.store import S3Store
 
-from app.outputs.base import OutputStore, OutputStoreUnavailable, StoredOutput, content_disposition
+from app.outputs.base import (
+    OutputStore,
+    OutputStoreUnavailable,
+    StoredOutput,
+    content_disposition,
+    written_up_to,
+)
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +105,7 @@ class S3OutputStore(OutputStore):
         stream = result.stream(min_chunk_size=STREAM_CHUNK_BYTES)
         return StoredOutput(size=int(result.meta["size"]), chunks=_bytes(stream))
 
-    async def delete_jobs(self, job_ids: Sequence[str]) -> None:
+    async def delete_jobs(self, job_ids: Sequence[str], replays: Mapping[str, int] | None = None) -> None:
         """One listing across the jobs' key range (keys list in order, each job's under its id), then
         DeleteObjects of up to 1000 keys a call: a few calls for thousands of jobs. Where other jobs' keys
         crowd the range, the rest are listed job by job, a few at a time."""
@@ -112,6 +118,7 @@ class S3OutputStore(OutputStore):
             listings = asyncio.Semaphore(PREFIX_LISTINGS)
             for listed in await asyncio.gather(*(self._keys_of(job_id, listings) for job_id in rest)):
                 keys.extend(listed)
+            keys = [key for key in keys if written_up_to(key, replays)]
             if keys:
                 # DeleteObjects, DELETE_BATCH keys a call (a job listed both ways is named once).
                 await obstore.delete_async(self._store, list(dict.fromkeys(keys)))
