@@ -110,6 +110,20 @@ async def insert_finished_jobs(
     return batch
 
 
+async def insert_attempts(job_ids: Sequence[str]) -> None:
+    """An attempt row for each job, by plain INSERT (SQLite too)."""
+    now = utcnow()
+    table = table_of(JobAttempt)
+    rows = [
+        insert_values(
+            table, JobAttempt(job_id=job_id, attempt=1, started_at=now, outcome=AttemptOutcome.SUCCEEDED)
+        )
+        for job_id in job_ids
+    ]
+    async with session_scope() as session:
+        await session.execute(insert(table), rows)
+
+
 async def insert_dead_letters(batch: FinishedBatch) -> None:
     """A dead letter naming each job of `batch` (one statement)."""
     now = utcnow()

@@ -16,10 +16,13 @@ from app.core.states import JobStatus
 from app.core.times import utcnow
 from app.maintenance import service as maintenance
 from app.maintenance.repository import Expiry, MaintenanceRepository
+from tests.utils.bulk_jobs import insert_jobs
+from tests.utils.database import alembic
 from tests.utils.jobs import submit_id
 from tests.utils.retention import (
     FinishedBatch,
     count_rows,
+    insert_attempts,
     insert_dead_letters,
     insert_finished_jobs,
     revive,
@@ -117,3 +120,21 @@ async def test_the_delete_keeps_a_job_revived_or_dead_lettered_after_it_was_read
     assert await count_rows("report_jobs") == 2
     assert await count_rows("job_attempts") == 2
     assert await count_rows("dead_letters", "job_id = :id", id=lettered) == 1
+
+
+async def test_on_sqlite_retention_purges_batch_after_batch_and_the_attempts_go_with_their_jobs(
+    env: Any, tmp_path: Path
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'reports.db'}"
+    assert alembic(url, "upgrade", "head").returncode == 0
+    await env.set(DATABASE_URL=url, JOB_RETENTION_S="60", SCAN_INTERVAL_S="60")
+    expired = await insert_jobs(
+        maintenance.PURGE_BATCH + 10, status=JobStatus.DONE, finished_at=utcnow() - timedelta(minutes=10)
+    )
+    recent = await insert_jobs(5, status=JobStatus.DONE, finished_at=utcnow())
+    await insert_attempts(expired + recent)
+
+    assert await maintenance.purge_expired_jobs() == len(expired)
+
+    assert await count_rows("report_jobs") == len(recent)
+    assert await count_rows("job_attempts") == len(recent)
