@@ -157,6 +157,9 @@ def main() -> None:
         ok = True
     except KeyboardInterrupt:
         log("interrupted: stopping everything this run started")
+        partial = work / "logs" / "partial-results.json"
+        partial.write_text(json.dumps(bench.results, indent=2, default=str))
+        log(f"partial figures in {partial}")
     except Exception:
         partial = work / "logs" / "partial-results.json"
         partial.write_text(json.dumps(bench.results, indent=2, default=str))

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.scale_fill import BIG_TENANT, NO_TYPE, RARE_TYPE
 
+T = TypeVar("T")
 LIST_LIMIT = 51  # the route asks for its page size + 1 (50 + 1): the next cursor
 SHOWN = 4  # statements kept per operation, most rows first
 SQL_CHARS = 400
@@ -64,31 +65,43 @@ async def analyze(conn: Any, statement: str, params: Any) -> dict[str, Any]:
     }
 
 
-async def explain(op: Callable[[], Awaitable[object]]) -> list[dict[str, Any]]:
-    """Run `op` once capturing its SELECTs, UPDATEs and DELETEs, then ANALYZE each (rolled back); the SHOWN
-    that read the most rows."""
+async def captured(op: Callable[[], Awaitable[T]]) -> tuple[T, list[tuple[str, Any]]]:
+    """Run `op`, capturing the SELECTs, UPDATEs and DELETEs it sends (with their parameters)."""
     from sqlalchemy import event
 
     from app.core.db import get_engine
 
     engine = get_engine()
-    captured: list[tuple[str, Any]] = []
+    statements: list[tuple[str, Any]] = []
 
     def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_rest: Any) -> None:
         if statement.lstrip()[:6].upper() in REPLAYED:
-            captured.append((statement, parameters))
+            statements.append((statement, parameters))
 
     event.listen(engine.sync_engine, "before_cursor_execute", capture)
     try:
-        await op()
+        result = await op()
     finally:
         event.remove(engine.sync_engine, "before_cursor_execute", capture)
+    return result, statements
+
+
+async def replay(statements: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """ANALYZE each statement (rolled back); the SHOWN that read the most rows."""
+    from app.core.db import get_engine
+
     out = []
-    async with engine.connect() as conn:
-        for statement, params in captured:
+    async with get_engine().connect() as conn:
+        for statement, params in statements:
             out.append(await analyze(conn, statement, params))
     out.sort(key=lambda s: -s["rows_read"])
     return out[:SHOWN]
+
+
+async def explain(op: Callable[[], Awaitable[object]]) -> list[dict[str, Any]]:
+    """Run `op` once, then replay its statements under ANALYZE: the SHOWN that read the most rows."""
+    _, statements = await captured(op)
+    return await replay(statements)
 
 
 def operations() -> dict[str, Callable[[], Awaitable[object]]]:
@@ -98,7 +111,6 @@ def operations() -> dict[str, Callable[[], Awaitable[object]]]:
     from app.core.tenancy import TenantScope
     from app.jobs import service as jobs
     from app.jobs.repository import JobFilter
-    from app.maintenance.service import run_tick
     from app.observability.service import take_snapshot
 
     scope = TenantScope.only(BIG_TENANT)
@@ -113,7 +125,6 @@ def operations() -> dict[str, Callable[[], Awaitable[object]]]:
         "list_no_match": page(report_type=NO_TYPE),
         "metrics_uncached": take_snapshot,
         "console_overview": lambda: console.overview(scope),
-        "tick": lambda: run_tick(use_lease=False),
     }
 
 

@@ -76,16 +76,25 @@ async def reads(bench: Bench, api: ApiServer, counters: Counters) -> dict[str, A
     return out
 
 
-async def ticks(counters: Counters) -> dict[str, Any]:
-    """`run_tick(use_lease=False)` in this process against the bench's servers, TICKS times back to back."""
+async def ticks(counters: Counters, explain: bool = False) -> dict[str, Any]:
+    """`run_tick(use_lease=False)` in this process against the bench's servers, TICKS times back to back;
+    with `explain`, the statements of those very ticks replayed under ANALYZE afterwards ("explain")."""
     from app.maintenance.service import run_tick
+    from bench.scale_explain import captured, replay
 
     reports: list[dict[str, Any]] = []
 
     async def one() -> None:
         reports.append(await run_tick(use_lease=False))
 
-    fig = await repeat(counters, one, TICKS, warm_up=0, time_box_s=600.0)
+    async def measured() -> dict[str, Any]:
+        return await repeat(counters, one, TICKS, warm_up=0, time_box_s=600.0)
+
+    if explain:
+        fig, statements = await captured(measured)
+        fig["explain"] = await replay(statements)
+    else:
+        fig = await measured()
     fig["last_report"] = reports[-1]
     return fig
 

@@ -117,10 +117,10 @@ async def measure(
         "  reads p50: "
         + ", ".join(f"{k} {v['p50_ms']:.1f} ms ({v['handler_reads_per_op']:,.0f} rows)" for k, v in figs)
     )
-    out["tick"] = await ticks(counters)
+    out["tick"] = await ticks(counters, explain=SCALE_EXPLAIN and index > 0)
     log(f"  tick {out['tick']['p50_ms']:.0f} ms ({out['tick']['handler_reads_per_op']:,.0f} rows)")
     if SCALE_EXPLAIN and index:
-        out["explain"] = await explain_all()
+        out["explain"] = {**await explain_all(), "tick": out["tick"].pop("explain")}
         for line in explain_lines(out["explain"], 10_000):
             log("  " + line)
     first = 1 + index * SCALE_PURGE_ROWS
