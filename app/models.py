@@ -5,41 +5,16 @@ Datetimes are stored as naive UTC with microseconds and always come back timezon
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
-from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import configure_mappers
 from sqlmodel import Field, SQLModel
 
+from app.core.sqltypes import UTCDateTime
 from app.core.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
 from app.core.times import utcnow
-
-
-class UTCDateTime(sa.types.TypeDecorator[datetime]):
-    """DATETIME(6) holding naive UTC; accepts aware datetimes and returns aware UTC ones."""
-
-    impl = sa.DateTime
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name in ("mysql", "mariadb"):
-            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
-        return dialect.type_descriptor(sa.DateTime())
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to UTCDateTime; pass an aware one")
-        return value.astimezone(UTC).replace(tzinfo=None)
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC)
 
 
 def _enum(enum_cls: type[Any], length: int = 16) -> sa.Enum:
