@@ -110,7 +110,7 @@ def operations() -> dict[str, Callable[[], Awaitable[object]]]:
     from app.core.states import JobStatus
     from app.core.tenancy import TenantScope
     from app.jobs import service as jobs
-    from app.jobs.repository import JobFilter
+    from app.jobs.list_repository import JobFilter
     from app.observability.service import take_snapshot
 
     scope = TenantScope.only(BIG_TENANT)
