@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.utils.object_store import MotoS3
+from tests.utils.object_store import MotoS3, moto_serving
 from tests.utils.stack import Stack, wait_until
 
 RSS_GROWTH_LIMIT_BYTES = 50 * 1024 * 1024
@@ -21,11 +21,7 @@ BIG_REPORT_MB = 200
 
 @pytest.fixture(scope="module")
 def moto() -> Iterator[MotoS3]:
-    server = MotoS3()
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    yield from moto_serving()
 
 
 @pytest.fixture

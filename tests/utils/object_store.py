@@ -8,6 +8,7 @@ import contextlib
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -97,3 +98,12 @@ class MotoS3:
         client = self.client()
         for key in self.keys():
             client.delete_object(Bucket=self.bucket, Key=f"{self.prefix}/{key}")
+
+
+def moto_serving() -> Iterator[MotoS3]:
+    """A module's moto server, started once and stopped at the end (`yield from` it in a fixture)."""
+    server = MotoS3()
+    try:
+        yield server.start()
+    finally:
+        server.stop()

@@ -12,17 +12,13 @@ import pytest
 
 from app.core.ids import new_id
 from app.outputs import get_output_store, s3
-from tests.utils.object_store import MotoS3
+from tests.utils.object_store import MotoS3, moto_serving
 from tests.utils.retention import write_outputs
 
 
 @pytest.fixture(scope="module")
 def moto() -> Iterator[MotoS3]:
-    server = MotoS3()
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    yield from moto_serving()
 
 
 @pytest.fixture

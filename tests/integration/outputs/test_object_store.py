@@ -21,18 +21,14 @@ from botocore.config import Config
 from app.core.config import get_settings
 from app.maintenance import service as maintenance
 from tests.utils.jobs import get_attempts, get_job, submit_id
-from tests.utils.object_store import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, MotoS3
+from tests.utils.object_store import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, MotoS3, moto_serving
 from tests.utils.presign_gate import PresignGate
 from tests.utils.workers import drain
 
 
 @pytest.fixture(scope="module")
 def moto() -> Iterator[MotoS3]:
-    server = MotoS3()
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    yield from moto_serving()
 
 
 @pytest.fixture(scope="module")
