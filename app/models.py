@@ -381,6 +381,16 @@ class FinishedMinute(SQLModel, table=True):
     jobs: int = Field(nullable=False)
 
 
+class OpenLetterCount(SQLModel, table=True):
+    """Open dead letters (neither archived nor replayed) by tenant, kept by the transitions that open and
+    close a letter (app/dead_letters/repository.py): the gauges read a row per tenant, not the letters."""
+
+    __tablename__ = "open_letter_counts"
+
+    tenant: str = Field(primary_key=True, max_length=64)
+    letters: int = Field(default=0, nullable=False)
+
+
 # Rows built with model_construct (app/jobs/building.py) are read before any query would have configured
 # the ORM's mappers in a fresh process: configure them once, now that every model is defined.
 configure_mappers()

@@ -76,6 +76,7 @@ async def env(
             "tenant_policies",
             "report_type_policies",
             "finished_minutes",
+            "open_letter_counts",
         ):
             await session.execute(text(f"DELETE FROM {table}"))
     redis_server.flushall()

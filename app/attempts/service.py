@@ -278,6 +278,8 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
             )
         if target != JobStatus.RETRYING:
             effects = await terminal_effects(session, key)
+        if letter_id is not None:
+            await DeadLetterRepository(session).count_opened(job.tenant)
     labels = _labelled(key, job)
     metrics.count_attempt(labels, outcome, key.started_at or job.started_at, now)
     if target == JobStatus.RETRYING:

@@ -1,5 +1,5 @@
 """The console's own reads, each an index range: finished jobs per minute, running jobs with progress,
-open dead letters and recent alert deliveries, always within the viewer's tenants.
+and recent alert deliveries (open dead letters: app.dead_letters), always within the viewer's tenants.
 """
 
 from __future__ import annotations
@@ -148,12 +148,6 @@ class ConsoleRepository(Repository):
         if scope.tenant is not None:
             stmt = stmt.where(job.tenant == scope.tenant)
         return [RunningJob(**row._mapping) for row in (await self.session.execute(stmt)).all()]
-
-    async def open_letters(self, scope: TenantScope) -> int:
-        stmt = select(func.count()).where(letter.archived_at.is_(None), letter.replayed_at.is_(None))
-        if scope.tenant is not None:
-            stmt = stmt.where(letter.tenant == scope.tenant)
-        return int((await self.session.execute(stmt)).scalar_one())
 
     async def sink_health(self) -> list[SinkHealth]:
         pending = func.sum(case((delivery.status == AlertStatus.PENDING.value, 1), else_=0))

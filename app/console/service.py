@@ -19,7 +19,7 @@ from app.core.errors import NotFound, OrchestratorError
 from app.core.ids import ULID_RE
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
-from app.dead_letters.repository import LetterFilter
+from app.dead_letters.repository import DeadLetterRepository, LetterFilter
 from app.dead_letters.service import list_letters
 from app.fleet.service import ListedProcess, list_processes
 from app.jobs import service as jobs
@@ -70,7 +70,7 @@ async def overview(scope: TenantScope) -> Overview:
         repo = ConsoleRepository(session)
         finished = await repo.finished_per_minute(scope, since)
         running = await repo.running_jobs(scope, RUNNING_SHOWN)
-        letters = await repo.open_letters(scope)
+        letters = await DeadLetterRepository(session).open_letters(scope.tenant)
         sinks = await repo.sink_health()
     by_status: dict[str, int] = {}
     by_type: dict[str, dict[str, int]] = {}

@@ -1,5 +1,5 @@
-"""SQL of dead letters: add, get, list, resolve, mark replayed, archive and purge, find the ones whose alert
-is pending, and what an alert says about later jobs of the same ordering key that wait for the dead one.
+"""SQL of dead letters: add, get, list, resolve, mark replayed, archive and purge (each keeping the open
+letters' count by tenant), find pending alerts, and what an alert says of the jobs waiting for the dead one.
 """
 
 from __future__ import annotations
@@ -7,19 +7,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql import ColumnElement
 
 from app.core.repository import Repository, table_of
 from app.core.states import WAITING, AlertStatus, values
 from app.core.tenancy import TenantScope
-from app.models import DeadLetter, ReportJob
+from app.models import DeadLetter, OpenLetterCount, ReportJob
 
 LETTERS = table_of(DeadLetter)
 letter = LETTERS.c
 JOBS = table_of(ReportJob)
 job = JOBS.c
+COUNTS = table_of(OpenLetterCount)
+ARCHIVE_PAGE = 5000  # expired letters archived a call (a tick): far above any rate of deaths
+count = COUNTS.c
+
+
+def is_open() -> list[ColumnElement[bool]]:
+    return [letter.archived_at.is_(None), letter.replayed_at.is_(None)]
 
 
 @dataclass(frozen=True)
@@ -36,8 +46,34 @@ class LetterFilter:
 
 class DeadLetterRepository(Repository):
     async def add_letter(self, row: DeadLetter) -> None:
+        """A new (open) letter. Its count goes up in `count_opened`, the transaction's last statement."""
         self.session.add(row)
         await self.session.flush()
+
+    async def count_opened(self, tenant: str, letters: int = 1) -> None:
+        """Add to a tenant's open letters (an upsert of its one row). Called last in the transaction that
+        opens them, and the closing transitions change it last too: the row lock is the last lock taken."""
+        if self.session.get_bind().dialect.name == "sqlite":
+            lite = sqlite_insert(COUNTS).values(tenant=tenant, letters=letters)
+            upsert: Any = lite.on_conflict_do_update(
+                index_elements=["tenant"], set_={"letters": count.letters + lite.excluded.letters}
+            )
+        else:
+            my = mysql_insert(COUNTS).values(tenant=tenant, letters=letters)
+            upsert = my.on_duplicate_key_update(letters=count.letters + my.inserted.letters)
+        await self.session.execute(upsert)
+
+    async def _count_closed(self, tenant: str, letters: int) -> None:
+        if letters:
+            stmt = COUNTS.update().where(count.tenant == tenant).values(letters=count.letters - letters)
+            await self.session.execute(stmt)
+
+    async def open_letters(self, tenant: str | None) -> int:
+        """Open letters of one tenant, or of all: one row a tenant read, however many letters are open."""
+        stmt = select(func.coalesce(func.sum(count.letters), 0))
+        if tenant is not None:
+            stmt = stmt.where(count.tenant == tenant)
+        return int((await self.session.execute(stmt)).scalar_one())
 
     async def list_letters(self, flt: LetterFilter, before_id: str | None, limit: int) -> list[DeadLetter]:
         conds: list[ColumnElement[bool]] = []
@@ -67,48 +103,70 @@ class DeadLetterRepository(Repository):
             stmt = stmt.where(letter.tenant == scope.tenant)
         return await self.first(stmt, DeadLetter)
 
-    async def resolve(self, letter_id: str, now: datetime, who: str, reason: str) -> int:
+    async def resolve(self, row: DeadLetter, now: datetime, who: str, reason: str) -> int:
         """Archive an open (unarchived, unreplayed, unresolved) letter as resolved by hand: who and why."""
         stmt = (
             LETTERS.update()
-            .where(
-                letter.id == letter_id,
-                letter.archived_at.is_(None),
-                letter.replayed_at.is_(None),
-                letter.resolved_at.is_(None),
-            )
+            .where(letter.id == row.id, *is_open(), letter.resolved_at.is_(None))
             .values(archived_at=now, resolved_at=now, resolved_by=who, resolution=reason)
         )
-        return await self.rowcount(stmt)
+        resolved = await self.rowcount(stmt)
+        await self._count_closed(row.tenant, resolved)
+        return resolved
 
-    async def archive_open_of_job(self, job_id: str, now: datetime) -> int:
+    async def _close_of_job(
+        self, job_id: str, tenant: str, closed_other_way: ColumnElement[bool], **values: object
+    ) -> int:
+        """Set `values` on a job's open letters (counted as closed by the rows the guarded UPDATE changed,
+        so two closers never both count one), then on those already closed the other way."""
+        of_job = letter.job_id == job_id
+        closed = await self.rowcount(LETTERS.update().where(of_job, *is_open()).values(**values))
+        rest = await self.rowcount(LETTERS.update().where(of_job, closed_other_way).values(**values))
+        await self._count_closed(tenant, closed)
+        return closed + rest
+
+    async def archive_open_of_job(self, job_id: str, tenant: str, now: datetime) -> int:
         """Archive a job's letters still open (earlier deaths', replayed since): its fate is settled."""
-        stmt = (
-            LETTERS.update()
-            .where(letter.job_id == job_id, letter.archived_at.is_(None))
-            .values(archived_at=now)
-        )
-        return await self.rowcount(stmt)
+        replayed = and_(letter.archived_at.is_(None), letter.replayed_at.is_not(None))
+        return await self._close_of_job(job_id, tenant, replayed, archived_at=now)
 
-    async def mark_replayed(self, job_id: str, now: datetime) -> int:
-        stmt = (
-            LETTERS.update()
-            .where(letter.job_id == job_id, letter.replayed_at.is_(None))
-            .values(replayed_at=now)
-        )
-        return await self.rowcount(stmt)
+    async def mark_replayed(self, job_id: str, tenant: str, now: datetime) -> int:
+        archived = and_(letter.replayed_at.is_(None), letter.archived_at.is_not(None))
+        return await self._close_of_job(job_id, tenant, archived, replayed_at=now)
 
-    async def archive_expired(self, now: datetime) -> int:
-        stmt = (
-            LETTERS.update()
+    async def archive_expired(self, now: datetime, limit: int = ARCHIVE_PAGE) -> int:
+        """Archive up to `limit` letters past their time (the oldest first; the rest on the next call): the
+        open ones tenant by tenant, each tenant's count down by what its UPDATE changed, then the replayed
+        ones. Rows are locked by primary key only (no range), so a death's insert is never in the way."""
+        found = (
+            select(letter.id, letter.tenant, letter.replayed_at.is_(None))
             .where(letter.archived_at.is_(None), letter.expire_at <= now)
-            .values(archived_at=now)
+            .order_by(letter.expire_at)
+            .limit(limit)
         )
-        return await self.rowcount(stmt)
+        open_by_tenant: dict[str, list[str]] = {}
+        replayed: list[str] = []
+        for letter_id, tenant, still_open in (await self.session.execute(found)).all():
+            (open_by_tenant.setdefault(tenant, []) if still_open else replayed).append(letter_id)
+        archived = 0
+        for tenant, ids in sorted(open_by_tenant.items()):
+            stmt = LETTERS.update().where(letter.id.in_(sorted(ids)), *is_open())
+            closed = await self.rowcount(stmt.values(archived_at=now))
+            await self._count_closed(tenant, closed)
+            archived += closed
+        if replayed:
+            stmt = LETTERS.update().where(letter.id.in_(sorted(replayed)), letter.archived_at.is_(None))
+            archived += await self.rowcount(stmt.values(archived_at=now))
+        return archived
 
-    async def purge_archived(self, archived_before: datetime) -> int:
-        stmt = delete(LETTERS).where(letter.archived_at.is_not(None), letter.archived_at <= archived_before)
-        return await self.rowcount(stmt)
+    async def purge_archived(self, archived_before: datetime, limit: int = ARCHIVE_PAGE) -> int:
+        """Delete up to `limit` letters archived before `archived_before`, by primary key (a range DELETE
+        would lock the index's gaps, where closing a letter writes its new `archived_at`)."""
+        settled = [letter.archived_at.is_not(None), letter.archived_at <= archived_before]
+        ids = await self.all(select(letter.id).where(*settled).order_by(letter.archived_at).limit(limit), str)
+        if not ids:
+            return 0
+        return await self.rowcount(delete(LETTERS).where(letter.id.in_(sorted(ids)), *settled))
 
     async def letters_to_republish(self, now: datetime, created_before: datetime, limit: int) -> list[str]:
         stmt = (

@@ -314,7 +314,7 @@ async def replay(job_id: str, scope: TenantScope, steps: Sequence[str] | None = 
             _check_steps(job, steps)
         if await jobs.replay(job, now) != 1:
             raise Conflict(f"Job {job_id} changed while replaying; try again.")
-        await DeadLetterRepository(session).mark_replayed(job_id, now)
+        await DeadLetterRepository(session).mark_replayed(job_id, job.tenant, now)
         await StepRepository(session).reset_for_replay(job_id, steps)
         replayed = await jobs.get_job(job_id, EVERY_TENANT)
     assert replayed is not None
@@ -384,9 +384,9 @@ async def resolve_dead_letter(letter_id: str, scope: TenantScope, who: str, reas
         job = await jobs.get_job(letter.job_id, EVERY_TENANT)
         if job is None or job.status != JobStatus.DEAD:
             raise Conflict(f"Job {letter.job_id} is no longer dead; its letter cannot be resolved.")
-        if await jobs.mark_resolved(job, now) != 1 or await letters.resolve(letter_id, now, who, reason) != 1:
+        if await jobs.mark_resolved(job, now) != 1 or await letters.resolve(letter, now, who, reason) != 1:
             raise Conflict(f"Dead letter {letter_id} changed while resolving; try again.")
-        await letters.archive_open_of_job(job.id, now)
+        await letters.archive_open_of_job(job.id, job.tenant, now)
         resolved = await letters.get_letter(letter_id, EVERY_TENANT)
     assert resolved is not None
     if job.ordering_key:

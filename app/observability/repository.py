@@ -1,5 +1,5 @@
-"""The few indexed reads behind the state gauges: live jobs (never the terminal millions), open dead
-letters, pending alerts and callbacks. Workers and the scheduler's tick come from app.fleet.
+"""The few indexed reads behind the state gauges: live jobs (never the terminal millions), pending
+alerts and callbacks. Workers and the scheduler's tick come from app.fleet.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from sqlalchemy import case, func, select, type_coerce
 
 from app.core.repository import Repository, table_of
 from app.core.states import AlertStatus, CallbackStatus, JobStatus
-from app.models import AlertDelivery, CallbackDelivery, DeadLetter, ReportJob, UTCDateTime
+from app.models import AlertDelivery, CallbackDelivery, ReportJob, UTCDateTime
 
 JOBS = table_of(ReportJob)
 job = JOBS.c
@@ -42,11 +42,6 @@ class StateRepository(Repository):
         )
         rows = (await self.session.execute(stmt)).all()
         return [LiveJobs(str(r[0]), r[1], r[2], int(r[3]), r[4]) for r in rows]
-
-    async def open_dead_letters(self) -> int:
-        letter = table_of(DeadLetter).c
-        stmt = select(func.count()).where(letter.archived_at.is_(None), letter.replayed_at.is_(None))
-        return int((await self.session.execute(stmt)).scalar_one())
 
     async def pending_alerts(self) -> dict[str, int]:
         delivery = table_of(AlertDelivery).c

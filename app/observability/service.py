@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.times import utcnow
+from app.dead_letters.repository import DeadLetterRepository
 from app.dispatch import queue
 from app.fleet.repository import FleetRepository
 from app.observability.repository import LiveJobs, StateRepository
@@ -84,7 +85,7 @@ async def take_snapshot() -> StateSnapshot:
         async with session_scope() as session:
             state, fleet = StateRepository(session), FleetRepository(session)
             live = await state.live_jobs(now)
-            letters = await state.open_dead_letters()
+            letters = await DeadLetterRepository(session).open_letters(None)
             alerts = await state.pending_alerts()
             callbacks = await state.pending_callbacks()
             workers = await fleet.live_counts(now - timedelta(seconds=settings.worker_live_for_s))
