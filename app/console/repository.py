@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, case, delete, func, literal, select
+from sqlalchemy import ColumnElement, Select, delete, func, literal, select
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -26,6 +26,7 @@ delivery = DELIVERIES.c
 MINUTES = table_of(FinishedMinute)
 minute = MINUTES.c
 MINUTE_KEY = ["minute", "tenant", "status"]
+LETTERS_SCANNED = 200  # a tenant's newest letters whose deliveries the console lists
 
 
 def _minute_start(label: str) -> datetime:
@@ -150,16 +151,21 @@ class ConsoleRepository(Repository):
         return [RunningJob(**row._mapping) for row in (await self.session.execute(stmt)).all()]
 
     async def sink_health(self) -> list[SinkHealth]:
-        pending = func.sum(case((delivery.status == AlertStatus.PENDING.value, 1), else_=0))
-        stmt = select(delivery.sink, pending, func.max(delivery.sent_at)).group_by(delivery.sink)
-        rows = (await self.session.execute(stmt)).all()
-        errors = select(delivery.sink, delivery.last_error).where(
-            delivery.status == AlertStatus.PENDING.value, delivery.last_error.is_not(None)
-        )
+        """Per sink: pending deliveries (the status index's pending entries), the last send (a loose scan
+        of the (sink, sent_at) index: two entries a sink) and the last error of a pending one."""
+        last_sent = select(delivery.sink, func.max(delivery.sent_at)).group_by(delivery.sink)
+        sent = {s: at for s, at in (await self.session.execute(last_sent)).all()}
+        is_pending = delivery.status == AlertStatus.PENDING.value
+        counts = select(delivery.sink, func.count()).where(is_pending).group_by(delivery.sink)
+        pending = {s: int(n) for s, n in (await self.session.execute(counts)).all()}
+        failing = [is_pending, delivery.last_error.is_not(None)]
+        errors = select(delivery.sink, delivery.last_error).where(*failing)
         last_error = {s: e for s, e in (await self.session.execute(errors.order_by(delivery.id))).all()}
-        return [SinkHealth(s, int(p or 0), sent, last_error.get(s)) for s, p, sent in rows]
+        return [SinkHealth(s, pending.get(s, 0), sent[s], last_error.get(s)) for s in sorted(sent)]
 
     async def recent_alerts(self, scope: TenantScope, limit: int) -> list[AlertRow]:
+        """The newest deliveries; for a tenant, those of its newest letters (a range of its letters' index,
+        `LETTERS_SCANNED` at most, never the other tenants' deliveries)."""
         stmt = (
             select(
                 delivery.sink,
@@ -179,5 +185,12 @@ class ConsoleRepository(Repository):
             .limit(limit)
         )
         if scope.tenant is not None:
-            stmt = stmt.where(letter.tenant == scope.tenant)
+            newest = (
+                select(letter.id)
+                .where(letter.tenant == scope.tenant)
+                .order_by(letter.id.desc())
+                .limit(LETTERS_SCANNED)
+            )
+            ids = list((await self.session.execute(newest)).scalars())
+            stmt = stmt.where(delivery.letter_id.in_(ids))
         return [AlertRow(**row._mapping) for row in (await self.session.execute(stmt)).all()]
