@@ -18,9 +18,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.callbacks.pinned import post_pinned
 from app.callbacks.repository import CallbackRepository
-from app.callbacks.ssrf import CallbackRefused, check_url
 from app.core import metrics, tracing
 from app.core.config import Settings, get_settings
 from app.core.db import is_db_outage, outage_retrying, session_scope
@@ -29,6 +27,8 @@ from app.core.signing import EVENT_HEADER, SIGNATURE_HEADER, sign
 from app.core.states import CallbackStatus
 from app.core.times import utcnow
 from app.dispatch import queue
+from app.http.pinned import post_pinned
+from app.http.ssrf import CallbackRefused, check_url
 from app.models import CallbackDelivery
 
 log = logging.getLogger(__name__)

@@ -1,3 +1,3 @@
-"""The HTTP kit every domain's routes use, below the domains: problem+json errors, pagination, fast JSON
-responses, the shared wire schemas, the body cap and the API's tracing.
+"""The HTTP kit every domain uses, below the domains: problem+json errors, pagination, fast JSON responses,
+the shared wire schemas, the body cap, the API's tracing, and outbound POSTs (SSRF guard, pinned address).
 """

@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from app.callbacks.ssrf import CallbackRefused, check_url
 from app.core.config import Settings
+from app.http.ssrf import CallbackRefused, check_url
 
 
 def settings(*allowed: str) -> Settings:

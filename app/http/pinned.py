@@ -1,4 +1,5 @@
-"""Callback POSTs pinned to the addresses the SSRF guard approved: the connection never resolves the host.
+"""Outbound POSTs (callbacks, webhook destinations) pinned to the addresses the SSRF guard approved: the
+connection never resolves the host.
 
 The URL's host stays the `Host` header and, over https, the TLS SNI name and the name the certificate is
 verified against (httpcore's `sni_hostname` request extension); no redirect is followed, no proxy used.
@@ -10,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import httpx
 
-from app.callbacks.ssrf import IPAddress
+from app.http.ssrf import IPAddress
 
 
 async def post_pinned(

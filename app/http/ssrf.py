@@ -1,8 +1,9 @@
-"""The SSRF guard of callback URLs: http(s) only, no credentials, and no host that resolves to a loopback,
-private, link-local, shared, reserved or metadata address unless CALLBACK_ALLOWED_HOSTS names it.
+"""The SSRF guard of outbound URLs (callbacks, webhook destinations): http(s) only, no credentials, and no
+host that resolves to a loopback, private, link-local, shared, reserved or metadata address unless
+CALLBACK_ALLOWED_HOSTS names it.
 
-`check_url` returns the addresses it approved; a delivery connects to those (`app.callbacks.pinned`), so a
-DNS answer that changes after the check (rebinding) is never used.
+`check_url` returns the addresses it approved; a delivery connects to those (`app.http.pinned`), so a DNS
+answer that changes after the check (rebinding) is never used.
 """
 
 from __future__ import annotations
