@@ -1,5 +1,5 @@
 """Column types every table shares: timestamps stored as naive UTC with microseconds (DATETIME(6) on
-MySQL) that always come back timezone-aware.
+MySQL) that always come back timezone-aware, and enums stored as their values in a VARCHAR.
 """
 
 from __future__ import annotations
@@ -34,3 +34,14 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC)
+
+
+def str_enum(enum_cls: type[Any], length: int = 16) -> sa.Enum:
+    """An enum column holding the members' values in a VARCHAR (no native ENUM, no CHECK)."""
+    return sa.Enum(
+        enum_cls,
+        native_enum=False,
+        length=length,
+        create_constraint=False,
+        values_callable=lambda members: [m.value for m in members],
+    )

@@ -50,6 +50,15 @@ class CallbackStatus(StrEnum):
     FAILED = "failed"
 
 
+class DeliveryStatus(StrEnum):
+    """A finished report's delivery to one destination (app.destinations)."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"  # gave up after DELIVERY_MAX_ATTEMPTS tries; a resend makes it pending again
+    SKIPPED = "skipped"  # the report produced no rows and the destination skips empty reports
+
+
 TERMINAL: frozenset[JobStatus] = frozenset({JobStatus.DONE, JobStatus.DEAD, JobStatus.CANCELLED})
 # Statuses from which a worker may start the next attempt.
 # Not started yet, or waiting for its next attempt: cancelled at once; a worker may start it.

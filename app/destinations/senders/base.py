@@ -1,5 +1,5 @@
-"""What every sender takes and how it fails: a rendered message (title, markdown, plain text, a link, maybe the
-file itself) in, accepted or `SendError` out; the delivery outbox retries a failure with backoff.
+"""What every sender takes and how it fails: a rendered message (title, markdown, plain text, a link, maybe
+the file itself) in, accepted or `SendError` out; the delivery outbox retries a failure with backoff.
 """
 
 from __future__ import annotations

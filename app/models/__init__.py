@@ -12,19 +12,10 @@ import sqlalchemy as sa
 from sqlalchemy.orm import configure_mappers
 from sqlmodel import Field, SQLModel
 
-from app.core.sqltypes import UTCDateTime
+from app.core.sqltypes import UTCDateTime, str_enum
 from app.core.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
 from app.core.times import utcnow
-
-
-def _enum(enum_cls: type[Any], length: int = 16) -> sa.Enum:
-    return sa.Enum(
-        enum_cls,
-        native_enum=False,
-        length=length,
-        create_constraint=False,
-        values_callable=lambda members: [m.value for m in members],
-    )
+from app.models.destinations import Destination, ReportDelivery
 
 
 def _ts(nullable: bool = True, index: bool = False) -> Any:
@@ -64,7 +55,7 @@ class ReportJob(SQLModel, table=True):
     tenant: str = Field(max_length=64)
     report_type: str = Field(max_length=100)
     params: dict[str, Any] = Field(default_factory=dict, sa_type=sa.JSON, nullable=False)
-    status: JobStatus = Field(sa_type=_enum(JobStatus), nullable=False)
+    status: JobStatus = Field(sa_type=str_enum(JobStatus), nullable=False)
     attempt: int = Field(default=0, nullable=False)
     max_attempts: int = Field(nullable=False)
     timeout_s: float = Field(nullable=False)
@@ -85,8 +76,11 @@ class ReportJob(SQLModel, table=True):
         default=None, sa_column=sa.Column(UTCDateTime, sa.Computed(ELIGIBLE_AT_SQL, persisted=False))
     )
     callback_url: str | None = Field(default=None, max_length=2000)
+    # Where a `done` job is delivered: [{"destination_id", "recipients", "title", "skip_when_empty"}].
+    deliver_to: list[dict[str, Any]] | None = Field(default=None, sa_type=sa.JSON)
+    output_rows: int | None = Field(default=None)  # rows the report said it wrote (ctx.set_rows)
     # Mirror of the latest completion-callback delivery (the outbox row is the truth).
-    callback_status: CallbackStatus | None = Field(default=None, sa_type=_enum(CallbackStatus))
+    callback_status: CallbackStatus | None = Field(default=None, sa_type=str_enum(CallbackStatus))
     callback_attempts: int = Field(default=0, nullable=False)
     callback_last_error: str | None = Field(default=None, max_length=500)
     progress: float | None = Field(default=None)
@@ -139,7 +133,7 @@ class JobAttempt(SQLModel, table=True):
     attempt: int = Field(nullable=False)
     started_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     finished_at: datetime | None = _ts()
-    outcome: AttemptOutcome = Field(sa_type=_enum(AttemptOutcome), nullable=False)
+    outcome: AttemptOutcome = Field(sa_type=str_enum(AttemptOutcome), nullable=False)
     error: dict[str, Any] | None = Field(default=None, sa_type=sa.JSON)
     worker: str | None = Field(default=None, max_length=200)
     # When a cancel of the job was asked while this attempt ran (written by the cancel itself, so finishing an
@@ -158,7 +152,7 @@ class JobStep(SQLModel, table=True):
     position: int = Field(nullable=False)
     name: str = Field(max_length=100)
     mode: str = Field(max_length=16)  # auto | manual
-    status: StepStatus = Field(default=StepStatus.PENDING, sa_type=_enum(StepStatus), nullable=False)
+    status: StepStatus = Field(default=StepStatus.PENDING, sa_type=str_enum(StepStatus), nullable=False)
     attempts: int = Field(default=0, nullable=False)
     # A manual step runs automatically once; an operator's replay allows one more run.
     rerun_allowed: bool = Field(default=False, nullable=False)
@@ -194,7 +188,9 @@ class DeadLetter(SQLModel, table=True):
     resolved_at: datetime | None = _ts()
     resolved_by: str | None = Field(default=None, max_length=255)
     resolution: str | None = Field(default=None, max_length=500)
-    alert_status: AlertStatus = Field(default=AlertStatus.PENDING, sa_type=_enum(AlertStatus), nullable=False)
+    alert_status: AlertStatus = Field(
+        default=AlertStatus.PENDING, sa_type=str_enum(AlertStatus), nullable=False
+    )
     alert_sent_at: datetime | None = _ts()
     alert_attempts: int = Field(default=0, nullable=False)
     alert_next_at: datetime | None = _ts()
@@ -229,7 +225,7 @@ class CallbackDelivery(SQLModel, table=True):
     event: str = Field(max_length=32)
     payload: dict[str, Any] = Field(default_factory=dict, sa_type=sa.JSON, nullable=False)
     status: CallbackStatus = Field(
-        default=CallbackStatus.PENDING, sa_type=_enum(CallbackStatus), nullable=False
+        default=CallbackStatus.PENDING, sa_type=str_enum(CallbackStatus), nullable=False
     )
     attempts: int = Field(default=0, nullable=False)
     next_attempt_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
@@ -256,7 +252,7 @@ class AlertDelivery(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     letter_id: str = Field(max_length=26, foreign_key="dead_letters.id", ondelete="CASCADE")
     sink: str = Field(max_length=32)
-    status: AlertStatus = Field(default=AlertStatus.PENDING, sa_type=_enum(AlertStatus), nullable=False)
+    status: AlertStatus = Field(default=AlertStatus.PENDING, sa_type=str_enum(AlertStatus), nullable=False)
     message_id: str | None = Field(default=None, max_length=26)
     sent_at: datetime | None = _ts()
     attempts: int = Field(default=0, nullable=False)
@@ -304,6 +300,7 @@ class Schedule(SQLModel, table=True):
     params: dict[str, Any] = Field(default_factory=dict, sa_type=sa.JSON, nullable=False)
     max_attempts: int | None = Field(default=None)
     callback_url: str | None = Field(default=None, max_length=2000)
+    deliver_to: list[dict[str, Any]] | None = Field(default=None, sa_type=sa.JSON)  # as the job's
     ordering_key: str | None = Field(default=None, max_length=200)
     priority: int | None = Field(default=None, sa_type=sa.SmallInteger)  # None: the report type's
     cron: str | None = Field(default=None, max_length=120)
@@ -390,6 +387,8 @@ class OpenLetterCount(SQLModel, table=True):
     tenant: str = Field(primary_key=True, max_length=64)
     letters: int = Field(default=0, nullable=False)
 
+
+__all__ = ["Destination", "ReportDelivery"]  # defined beside, re-exported with every other table
 
 # Rows built with model_construct (app/jobs/building.py) are read before any query would have configured
 # the ORM's mappers in a fresh process: configure them once, now that every model is defined.

@@ -1,0 +1,64 @@
+"""The tables of destinations (a tenant's robots, mail servers and webhooks) and of report deliveries (the
+outbox of a finished report to each destination: one row a destination a job's run, retried until accepted).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from app.core.sqltypes import UTCDateTime, str_enum
+from app.core.states import DeliveryStatus
+from app.core.times import utcnow
+
+
+class Destination(SQLModel, table=True):
+    """A tenant's named place to send reports and notices. `options` are shown; `secrets` (robot URLs with
+    their tokens, signing secrets, SMTP passwords) are write-only: never returned, logged or rendered."""
+
+    __tablename__ = "destinations"
+    __table_args__ = (sa.UniqueConstraint("tenant", "name", name="uq_destinations_tenant_name"),)
+
+    id: str = Field(primary_key=True, max_length=26)
+    tenant: str = Field(max_length=64)
+    name: str = Field(max_length=100)
+    kind: str = Field(max_length=16)
+    options: dict[str, Any] = Field(default_factory=dict, sa_type=sa.JSON, nullable=False)
+    secrets: dict[str, Any] = Field(default_factory=dict, sa_type=sa.JSON, nullable=False)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class ReportDelivery(SQLModel, table=True):
+    """One finished run of a job sent to one destination. `run` is the job's replay count: a replayed job
+    that ends done again is delivered again. Sent once: a sender leases the row (`lease_until`) before the
+    send and records the answer within the lease."""
+
+    __tablename__ = "report_deliveries"
+    __table_args__ = (
+        sa.UniqueConstraint("job_id", "destination_id", "run", name="uq_report_deliveries_job_dest_run"),
+        sa.Index("ix_report_deliveries_due", "status", "next_attempt_at"),
+    )
+
+    id: str = Field(primary_key=True, max_length=26)
+    job_id: str = Field(max_length=26, foreign_key="report_jobs.id", ondelete="CASCADE")
+    tenant: str = Field(max_length=64)
+    destination_id: str = Field(max_length=26)
+    destination_name: str = Field(max_length=100)
+    kind: str = Field(max_length=16)
+    run: int = Field(default=0, nullable=False)
+    overrides: dict[str, Any] = Field(default_factory=dict, sa_type=sa.JSON, nullable=False)
+    status: DeliveryStatus = Field(
+        default=DeliveryStatus.PENDING,
+        sa_type=str_enum(DeliveryStatus),
+        nullable=False,
+    )
+    tries: int = Field(default=0, nullable=False)
+    next_attempt_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    lease_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    last_error: str | None = Field(default=None, max_length=500)
+    sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
