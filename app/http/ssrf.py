@@ -73,29 +73,30 @@ def _address(sockaddr_host: str) -> IPAddress:
     return ipaddress.ip_address(sockaddr_host.split("%", 1)[0])  # drop an IPv6 scope (fe80::1%eth0)
 
 
-async def check_url(url: str, settings: Settings) -> list[IPAddress]:
+async def check_url(url: str, settings: Settings, what: str = "callback") -> list[IPAddress]:
     """Refuse non-HTTP(S) URLs, credentials and hosts resolving to non-public addresses; return the addresses
-    the host resolved to, in resolver order and without repeats, for the delivery to connect to."""
+    the host resolved to, in resolver order and without repeats, for the delivery to connect to. `what` names
+    the URL in the refusals ("callback", "destination")."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CallbackRefused("callback_url must be an http(s) URL with a host")
+        raise CallbackRefused(f"{what} URL must be an http(s) URL with a host")
     if parts.username or parts.password:
-        raise CallbackRefused("callback_url must not carry credentials")
+        raise CallbackRefused(f"{what} URL must not carry credentials")
     host = parts.hostname
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
-        raise CallbackRefused("callback_url has an invalid port") from exc
+        raise CallbackRefused(f"{what} URL has an invalid port") from exc
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
-        raise CallbackRefused(f"callback host {host!r} does not resolve") from exc
+        raise CallbackRefused(f"{what} host {host!r} does not resolve") from exc
     addresses = list(dict.fromkeys(_address(str(info[4][0])) for info in infos))
     if not addresses:
-        raise CallbackRefused(f"callback host {host!r} does not resolve")
+        raise CallbackRefused(f"{what} host {host!r} does not resolve")
     if _allowed(host, addresses, settings.callback_allowed_hosts):
         return addresses
     for address in addresses:
         if not _public(address):
-            raise CallbackRefused(f"callback host {host!r} resolves to a non-public address ({address})")
+            raise CallbackRefused(f"{what} host {host!r} resolves to a non-public address ({address})")
     return addresses

@@ -1,32 +1,14 @@
 """DingTalk custom-robot webhook with signing; an answer with `errcode != 0` counts as a failure.
 
-sign = urlencode(base64(HMAC-SHA256(secret, f"{timestamp}\\n{secret}"))), timestamp in milliseconds.
+The signing scheme is the DingTalk destination's (app.destinations.senders.robots).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import time
-import urllib.parse
-
 import httpx
 
 from app.dead_letters.sinks.base import AlertDeliveryError, AlertMessage
-
-
-def sign(secret: str, timestamp_ms: int) -> str:
-    digest = hmac.new(secret.encode(), f"{timestamp_ms}\n{secret}".encode(), hashlib.sha256).digest()
-    return urllib.parse.quote_plus(base64.b64encode(digest))
-
-
-def signed_url(webhook_url: str, secret: str | None, timestamp_ms: int | None = None) -> str:
-    if not secret:
-        return webhook_url
-    ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
-    sep = "&" if "?" in webhook_url else "?"
-    return f"{webhook_url}{sep}timestamp={ts}&sign={sign(secret, ts)}"
+from app.destinations.senders.robots import dingtalk_signed_url as signed_url
 
 
 class DingTalkSink:

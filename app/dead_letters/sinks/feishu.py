@@ -7,57 +7,22 @@ hour away and allows 5 messages a second (100 a minute); messages to one bot are
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import hashlib
-import hmac
-import time
 from typing import Any
 
 import httpx
 
 from app.dead_letters.sinks.base import AlertDeliveryError, AlertMessage
-
-# Feishu allows 5 messages a second per bot: keep at least this long between two messages to one URL.
-MIN_INTERVAL_S = 0.25
-_last_sent: dict[str, float] = {}
-
-
-def sign(secret: str, timestamp_s: int) -> str:
-    digest = hmac.new(f"{timestamp_s}\n{secret}".encode(), b"", hashlib.sha256).digest()
-    return base64.b64encode(digest).decode()
+from app.destinations.senders.robots import feishu_accepted as accepted
+from app.destinations.senders.robots import feishu_card, feishu_signed, feishu_space
 
 
 def card_body(message: AlertMessage) -> dict[str, Any]:
     """An interactive card: the title in a red header, the markdown (minus its own heading) as the body."""
-    lines = message.markdown.split("\n")
-    if lines and lines[0].startswith("#"):
-        lines = lines[1:]
-    return {
-        "msg_type": "interactive",
-        "card": {
-            "config": {"wide_screen_mode": True},
-            "header": {"title": {"tag": "plain_text", "content": message.title}, "template": "red"},
-            "elements": [{"tag": "markdown", "content": "\n".join(lines).strip()}],
-        },
-    }
+    return feishu_card(message.title, message.markdown, "red")
 
 
 def signed_body(message: AlertMessage, secret: str | None, timestamp_s: int | None = None) -> dict[str, Any]:
-    body = card_body(message)
-    if not secret:
-        return body
-    ts = timestamp_s if timestamp_s is not None else int(time.time())
-    return {"timestamp": str(ts), "sign": sign(secret, ts), **body}
-
-
-def accepted(answer: Any) -> bool:
-    """`code == 0` (current API) or, from older endpoints, `StatusCode == 0`."""
-    if not isinstance(answer, dict):
-        return False
-    if "code" in answer:
-        return answer["code"] == 0
-    return "StatusCode" in answer and answer["StatusCode"] == 0
+    return feishu_signed(card_body(message), secret, timestamp_s)
 
 
 class FeishuSink:
@@ -68,14 +33,8 @@ class FeishuSink:
         self._secret = secret
         self._timeout_s = timeout_s
 
-    async def _space(self) -> None:
-        wait_s = _last_sent.get(self._url, 0.0) + MIN_INTERVAL_S - time.monotonic()
-        if wait_s > 0:
-            await asyncio.sleep(wait_s)
-        _last_sent[self._url] = time.monotonic()
-
     async def send(self, message: AlertMessage) -> None:
-        await self._space()
+        await feishu_space(self._url)
         try:
             async with httpx.AsyncClient(timeout=self._timeout_s) as client:
                 resp = await client.post(self._url, json=signed_body(message, self._secret))

@@ -5,7 +5,7 @@ the file itself) in, accepted or `SendError` out; the delivery outbox retries a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Message:
     text: str
     link: str | None = None
     attachment: Attachment | None = None
+    document: dict[str, Any] | None = None  # the report's facts as data, for the webhook
 
 
 class SendError(Exception):

@@ -1,0 +1,161 @@
+"""SQL of destinations (by id or name within a tenant, a page, replace, delete) and of report deliveries
+(stage, lease, record a try, resend, the due ones, a job's list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, or_, select
+
+from app.core.repository import Repository, table_of
+from app.core.states import DeliveryStatus
+from app.core.tenancy import TenantScope
+from app.models import Destination, ReportDelivery
+
+DESTINATIONS = table_of(Destination)
+dest = DESTINATIONS.c
+DELIVERIES = table_of(ReportDelivery)
+delivery = DELIVERIES.c
+
+
+class DestinationRepository(Repository):
+    async def add(self, row: Destination) -> None:
+        self.session.add(row)
+        await self.session.flush()
+
+    async def get(self, destination_id: str, scope: TenantScope) -> Destination | None:
+        stmt = select(Destination).where(dest.id == destination_id).execution_options(populate_existing=True)
+        if scope.tenant is not None:
+            stmt = stmt.where(dest.tenant == scope.tenant)
+        return await self.first(stmt, Destination)
+
+    async def by_name(self, tenant: str, name: str) -> Destination | None:
+        return await self.first(
+            select(Destination).where(dest.tenant == tenant, dest.name == name), Destination
+        )
+
+    async def named(self, tenant: str, refs: Sequence[str]) -> list[Destination]:
+        """The tenant's destinations whose id or name is one of `refs` (one read, the unique key)."""
+        if not refs:
+            return []
+        stmt = select(Destination).where(
+            dest.tenant == tenant, or_(dest.id.in_(list(refs)), dest.name.in_(list(refs)))
+        )
+        return await self.all(stmt, Destination)
+
+    async def page(self, scope: TenantScope, after_id: str | None, limit: int) -> list[Destination]:
+        stmt = select(Destination).order_by(dest.id).limit(limit)
+        if scope.tenant is not None:
+            stmt = stmt.where(dest.tenant == scope.tenant)
+        if after_id:
+            stmt = stmt.where(dest.id > after_id)
+        return await self.all(stmt, Destination)
+
+    async def replace(self, row: Destination, values: dict[str, Any]) -> int:
+        stmt = DESTINATIONS.update().where(dest.id == row.id).values(**values)
+        return await self.rowcount(stmt)
+
+    async def remove(self, destination_id: str) -> int:
+        return await self.rowcount(delete(DESTINATIONS).where(dest.id == destination_id))
+
+
+class DeliveryRepository(Repository):
+    async def add_all(self, rows: Sequence[ReportDelivery]) -> None:
+        self.session.add_all(rows)
+        await self.session.flush()
+
+    async def get(self, delivery_id: str) -> ReportDelivery | None:
+        stmt = (
+            select(ReportDelivery).where(delivery.id == delivery_id).execution_options(populate_existing=True)
+        )
+        return await self.first(stmt, ReportDelivery)
+
+    async def of_job(self, job_id: str) -> list[ReportDelivery]:
+        stmt = select(ReportDelivery).where(delivery.job_id == job_id).order_by(delivery.id)
+        return await self.all(stmt, ReportDelivery)
+
+    async def lease(self, row: ReportDelivery, now: datetime, until: datetime) -> bool:
+        """Take the right to send this try: pending, due, not leased by another sender (or its lease ran
+        out), and still at the try count read (a compare-and-set: two senders never both win)."""
+        stmt = (
+            DELIVERIES.update()
+            .where(
+                delivery.id == row.id,
+                delivery.status == DeliveryStatus.PENDING.value,
+                delivery.tries == row.tries,
+                delivery.next_attempt_at <= now,
+                or_(delivery.lease_until.is_(None), delivery.lease_until <= now),
+            )
+            .values(lease_until=until)
+        )
+        return await self.rowcount(stmt) == 1
+
+    async def record_try(
+        self,
+        row: ReportDelivery,
+        status: DeliveryStatus,
+        error: str | None,
+        next_at: datetime | None,
+        sent_at: datetime | None,
+    ) -> int:
+        """One try's result, compare-and-set on the try count read before the send: running it again after a
+        commit whose answer was lost changes nothing."""
+        values: dict[str, Any] = {
+            "status": status.value,
+            "tries": row.tries + 1,
+            "last_error": error[:500] if error else None,
+            "lease_until": None,
+            "sent_at": sent_at,
+        }
+        if next_at is not None:
+            values["next_attempt_at"] = next_at
+        stmt = DELIVERIES.update().where(delivery.id == row.id, delivery.tries == row.tries).values(**values)
+        return await self.rowcount(stmt)
+
+    async def skip(self, row: ReportDelivery, reason: str) -> int:
+        stmt = (
+            DELIVERIES.update()
+            .where(delivery.id == row.id, delivery.status == DeliveryStatus.PENDING.value)
+            .values(status=DeliveryStatus.SKIPPED.value, last_error=reason, lease_until=None)
+        )
+        return await self.rowcount(stmt)
+
+    async def resend(self, delivery_id: str, job_id: str, now: datetime) -> int:
+        """Make a sent, failed or skipped delivery pending again (a person asked for it once more)."""
+        stmt = (
+            DELIVERIES.update()
+            .where(
+                delivery.id == delivery_id,
+                delivery.job_id == job_id,
+                delivery.status != DeliveryStatus.PENDING.value,
+            )
+            .values(status=DeliveryStatus.PENDING.value, next_attempt_at=now, lease_until=None, tries=0)
+        )
+        return await self.rowcount(stmt)
+
+    async def due_ids(self, now: datetime, limit: int) -> list[str]:
+        """Pending deliveries that are due and not leased (an index range of pending ones)."""
+        stmt = (
+            select(delivery.id)
+            .where(
+                delivery.status == DeliveryStatus.PENDING.value,
+                delivery.next_attempt_at <= now,
+                or_(delivery.lease_until.is_(None), delivery.lease_until <= now),
+            )
+            .order_by(delivery.next_attempt_at)
+            .limit(limit)
+        )
+        return await self.all(stmt, str)
+
+    async def failing_destinations(self, since: datetime) -> list[tuple[str, str, int, str | None]]:
+        """Destinations whose deliveries failed for good since `since`: (id, name, failures, last error)."""
+        failed = and_(delivery.status == DeliveryStatus.FAILED.value, delivery.created_at >= since)
+        stmt = select(delivery.destination_id, delivery.destination_name, delivery.last_error).where(failed)
+        out: dict[str, tuple[str, str, int, str | None]] = {}
+        for dest_id, name, error in (await self.session.execute(stmt)).all():
+            _, _, n, _ = out.get(dest_id, (dest_id, name, 0, None))
+            out[dest_id] = (dest_id, name, n + 1, error)
+        return list(out.values())
