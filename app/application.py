@@ -26,6 +26,7 @@ from app.core.db import dispose_engine, get_engine
 from app.core.heap import freeze_startup_heap
 from app.core.logs import setup_logging
 from app.dead_letters import routes as dead_letters_routes
+from app.destinations import routes as destinations_routes
 from app.fairshare import routes as fairshare_routes
 from app.fleet import routes as fleet_routes
 from app.http import errors, tracing
@@ -81,6 +82,7 @@ def create_app() -> FastAPI:
         dead_letters_routes.router,
         jobs_routes.letters_router,
         schedules_routes.router,
+        destinations_routes.router,
         reports_routes.router,
         fairshare_routes.router,
         fleet_routes.router,

@@ -113,6 +113,11 @@ class Settings(RuntimeFields, NotifyFields, CoreFields):  # fields in the order 
         return BackoffPolicy.listed(self.callback_retry_delays_s or [60.0])
 
     @property
+    def delivery_backoff(self) -> BackoffPolicy:
+        """Waits between a delivery's tries: DELIVERY_RETRY_MIN_S, doubling up to DELIVERY_RETRY_MAX_S."""
+        return BackoffPolicy.doubling(self.delivery_retry_min_s, self.delivery_retry_max_s)
+
+    @property
     def alert_backoff(self) -> BackoffPolicy:
         """Waits between alert-delivery tries: 1, 2, 4 … s up to ALERT_RETRY_MAX_S."""
         return BackoffPolicy.doubling(1.0, self.alert_retry_max_s)

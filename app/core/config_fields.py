@@ -192,6 +192,17 @@ class NotifyFields(BaseSettings):
         description="Hosts, IPs or CIDRs allowed as callback targets even though they are loopback/private"
         " (SSRF guard), e.g. `127.0.0.1,10.0.0.0/8`",
     )
+    # Report deliveries to destinations (app.destinations): robots, email, webhooks.
+    delivery_max_attempts: int = Field(
+        10, gt=0, description="Tries before a report's delivery to a destination is given up (`failed`)"
+    )
+    delivery_retry_min_s: float = Field(
+        10.0, gt=0, description="Wait after a delivery's first failed try; doubles up to DELIVERY_RETRY_MAX_S"
+    )
+    delivery_retry_max_s: float = Field(600.0, gt=0, description="Longest wait between two delivery tries")
+    delivery_timeout_s: float = Field(
+        10.0, gt=0, description="Timeout of one send (an HTTP call to a robot or webhook, an SMTP session)"
+    )
 
 
 class RuntimeFields(BaseSettings):

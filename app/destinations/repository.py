@@ -13,7 +13,7 @@ from sqlalchemy import and_, delete, or_, select
 from app.core.repository import Repository, table_of
 from app.core.states import DeliveryStatus
 from app.core.tenancy import TenantScope
-from app.models import Destination, ReportDelivery
+from app.models import Destination, ReportDelivery, ReportJob, Schedule
 
 DESTINATIONS = table_of(Destination)
 dest = DESTINATIONS.c
@@ -159,3 +159,10 @@ class DeliveryRepository(Repository):
             _, _, n, _ = out.get(dest_id, (dest_id, name, 0, None))
             out[dest_id] = (dest_id, name, n + 1, error)
         return list(out.values())
+
+    async def job_and_schedule(self, job_id: str) -> tuple[ReportJob | None, Schedule | None]:
+        """What a delivery's message tells: the job as it ended, and the schedule that made it (if any)."""
+        job = await self.session.get(ReportJob, job_id, populate_existing=True)
+        if job is None or job.schedule_id is None:
+            return job, None
+        return job, await self.session.get(Schedule, job.schedule_id)

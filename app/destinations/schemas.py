@@ -153,6 +153,14 @@ class DeliverTo(BaseModel):
         return value
 
 
+def as_requested(stored: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """A stored `deliver_to` (destination ids) as a request would name it again (a schedule's patch)."""
+    return [
+        {"destination": item["destination_id"], **{k: v for k, v in item.items() if k != "destination_id"}}
+        for item in stored or []
+    ]
+
+
 class DeliveryPublic(BaseModel):
     id: str
     destination_id: str

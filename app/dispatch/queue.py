@@ -25,6 +25,7 @@ RUN_REPORT = "run_report"
 WAKE_CHANNEL = "ro:wake"
 HANDLE_DEAD_LETTER = "handle_dead_letter"
 DELIVER_CALLBACK = "deliver_callback"
+DELIVER_REPORT = "deliver_report"
 
 
 # No expiry (arq's default: a day past the due time): a message waits as long as its job legitimately does (a
@@ -159,20 +160,31 @@ async def enqueue_dead_letter(letter_id: str) -> bool:
 
 async def enqueue_callback(delivery_id: str, defer_until: datetime | None = None) -> bool:
     """Completion callbacks ride the failed channel's consumer (the notifications process)."""
+    return await _notify(DELIVER_CALLBACK, f"cb:{delivery_id}", delivery_id, defer_until)
+
+
+async def enqueue_delivery(delivery_id: str) -> bool:
+    """A finished report's delivery to a destination: the notifications process sends it."""
+    return await _notify(DELIVER_REPORT, f"dl:{delivery_id}", delivery_id, None)
+
+
+async def _notify(function: str, arq_id: str, delivery_id: str, defer_until: datetime | None) -> bool:
+    """Publish on the failed channel (deduplicated by `arq_id`); False, logged, when Redis is away (the
+    scheduler re-publishes what MySQL says is due)."""
     try:
         pool = await get_pool()
         await pool.enqueue_job(
-            DELIVER_CALLBACK,
+            function,
             delivery_id,
-            _job_id=f"cb:{delivery_id}",
+            _job_id=arq_id,
             _queue_name=get_settings().dead_letter_queue_name,
             _defer_until=defer_until,
         )
         return True
     except Exception as exc:
         log.warning(
-            "callback publish failed; the scheduler will re-publish",
-            extra={"delivery_id": delivery_id, "error": repr(exc)},
+            "notification publish failed; the scheduler will re-publish",
+            extra={"delivery_id": delivery_id, "function": function, "error": repr(exc)},
         )
         return False
 

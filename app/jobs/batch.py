@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
@@ -20,6 +19,7 @@ from app.dispatch import queue
 from app.fairshare.service import waiting_document
 from app.jobs.repository import insert_jobs
 from app.jobs.service import (
+    Checked,
     SubmitRequest,
     SubmitResult,
     by_idempotency_keys,
@@ -30,7 +30,6 @@ from app.jobs.service import (
     run_message,
 )
 from app.models import ReportJob
-from app.reports.registry import ReportType
 
 #: What each item of a batch ends as: its job (new or an idempotent repeat) or why it was refused.
 BatchOutcome = SubmitResult | OrchestratorError
@@ -48,7 +47,7 @@ class BatchEntry:
 class _Item:
     index: int
     entry: BatchEntry
-    checked: tuple[ReportType, dict[str, Any]]
+    checked: Checked
     fingerprint: str | None
 
     @property

@@ -35,6 +35,7 @@ class JobSpec:
     schedule_id: str | None = None
     scheduled_for: datetime | None = None
     priority: int | None = None  # None: the report type's, else 5
+    deliver_to: list[dict[str, Any]] | None = None  # resolved: destination ids and this use's options
 
 
 def build_job(spec: JobSpec, now: datetime) -> ReportJob:
@@ -90,6 +91,7 @@ def job_values(spec: JobSpec, now: datetime, job_id: str | None = None) -> dict[
         "priority": spec.priority if spec.priority is not None else default_priority(spec.report_type),
         "on_predecessor_dead": spec.on_predecessor_dead,
         "callback_url": spec.callback_url,
+        "deliver_to": spec.deliver_to,
         "idempotency_key": spec.idempotency_key,
         "request_hash": spec.request_hash,
         "schedule_id": spec.schedule_id,

@@ -1,6 +1,7 @@
-"""What a job's terminal transition sets off: its completion callback and the next job of its ordering key.
+"""What a job's terminal transition sets off: its completion callback, its deliveries to destinations (when
+done) and the next job of its ordering key.
 
-Staged inside the transition's own transaction (the callback's outbox row), published after the commit.
+Staged inside the transition's own transaction (the outbox rows), published after the commit.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.callbacks.service import stage_delivery
 from app.core.db import session_scope
 from app.core.tenancy import EVERY_TENANT
+from app.destinations import delivery
 from app.dispatch import queue
 from app.jobs.repository import JobRepository
 from app.jobs.schemas import JobPublic
@@ -19,14 +21,17 @@ from app.jobs.schemas import JobPublic
 
 @dataclass(frozen=True)
 class TerminalEffects:
-    """What must happen after a terminal transition commits: its callback, and its ordering successor."""
+    """What must happen after a terminal transition commits: its callback, its deliveries, and its ordering
+    successor."""
 
     delivery_id: str | None = None
     ordering: tuple[str, str, str] | None = None  # tenant, ordering key, the job that finished
+    report_deliveries: tuple[str, ...] = ()
 
     async def publish(self) -> None:
         if self.delivery_id is not None:
             await queue.enqueue_callback(self.delivery_id)
+        await delivery.publish(list(self.report_deliveries))
         if self.ordering is not None:
             await wake_next_in_order(*self.ordering)
 
@@ -46,7 +51,8 @@ async def stage_terminal_effects(session: AsyncSession, job_id: str) -> Terminal
             session, job.id, job.tenant, job.callback_url, job.status.value, document
         )
     ordering = (job.tenant, job.ordering_key, job.id) if job.ordering_key else None
-    return TerminalEffects(delivery_id, ordering)
+    staged = await delivery.stage_deliveries(session, job)
+    return TerminalEffects(delivery_id, ordering, tuple(staged))
 
 
 async def wake_next_in_order(tenant: str, ordering_key: str, woken_by: str) -> None:

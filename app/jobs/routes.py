@@ -90,6 +90,7 @@ def _request_of(body: JobCreate) -> service.SubmitRequest:
         callback_url=body.callback_url,
         on_predecessor_dead=body.on_predecessor_dead,
         priority=body.priority,
+        deliver_to=tuple(body.deliver_to),
     )
 
 

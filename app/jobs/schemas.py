@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.core.states import CallbackStatus, JobStatus, StepStatus
 from app.core.tracing import trace_id_of
 from app.core.wire import ErrorInfo, IsoDateTime, Stamp
+from app.destinations.schemas import DeliverTo
 from app.models import JobStep, ReportJob
 
 
@@ -37,6 +38,9 @@ class JobCreate(BaseModel):
         "wait", description="With an ordering_key: wait for a dead earlier job to be replayed, or run anyway"
     )
     callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
+    deliver_to: list[DeliverTo] = Field(
+        default_factory=list, max_length=10, description="Destinations the report goes to once it is done"
+    )
     priority: int | None = Field(
         None,
         ge=0,

@@ -32,6 +32,8 @@ from app.core.states import REPLAYABLE, TERMINAL, AttemptKey, JobStatus
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
+from app.destinations import service as destinations
+from app.destinations.schemas import DeliverTo
 from app.dispatch import queue
 from app.dispatch.lanes import Wait
 from app.fairshare.service import waiting_document
@@ -47,6 +49,8 @@ from app.outputs import get_output_store
 from app.outputs.base import StoredOutput
 from app.reports.registry import ReportType, registry
 
+Checked = tuple[ReportType, dict[str, Any], list[dict[str, Any]] | None]  # type, params, deliver_to
+
 
 @dataclass(frozen=True)
 class SubmitRequest:
@@ -58,6 +62,7 @@ class SubmitRequest:
     callback_url: str | None = None
     on_predecessor_dead: str = "wait"
     priority: int | None = None
+    deliver_to: tuple[DeliverTo, ...] = ()
 
     def fingerprint(self) -> str:
         body = {
@@ -69,6 +74,7 @@ class SubmitRequest:
             "callback_url": self.callback_url,
             "on_predecessor_dead": self.on_predecessor_dead,
             **({"priority": self.priority} if self.priority is not None else {}),
+            **({"deliver_to": [d.model_dump() for d in self.deliver_to]} if self.deliver_to else {}),
         }
         return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -101,9 +107,10 @@ async def by_idempotency_keys(tenant: str, keys: Collection[str]) -> dict[str, R
 
 async def check_submit(
     tenant: str, req: SubmitRequest, now: datetime, callback_problems: dict[str, str | None] | None = None
-) -> tuple[ReportType, dict[str, Any]]:
+) -> Checked:
     """Everything a submit must pass before anything is written (raises ValidationFailed): the type, its
-    params, run_at and the callback URL. `callback_problems` caches URL verdicts across a batch's items."""
+    params, run_at, the callback URL and the destinations (resolved to the tenant's own, by id).
+    `callback_problems` caches URL verdicts across a batch's items."""
     rtype, params = validate_submit(req.report_type, req.params, req.run_at, now)
     if req.callback_url:
         if callback_problems is None or req.callback_url not in callback_problems:
@@ -117,20 +124,20 @@ async def check_submit(
                 "The callback_url is not acceptable.",
                 [{"loc": ["callback_url"], "msg": problem, "type": "callback_url"}],
             )
-    return rtype, params
+    return rtype, params, await destinations.resolve_deliver_to(tenant, req.deliver_to)
 
 
 def new_job_row(
     tenant: str,
     req: SubmitRequest,
-    checked: tuple[ReportType, dict[str, Any]],
+    checked: Checked,
     idempotency_key: str | None,
     fingerprint: str | None,
     now: datetime,
     job_id: str | None = None,
 ) -> ReportJob:
     """The new (read-only) row of a checked submit request."""
-    rtype, params = checked
+    rtype, params, deliver_to = checked
     return submit_row(
         JobSpec(
             tenant=tenant,
@@ -144,6 +151,7 @@ def new_job_row(
             idempotency_key=idempotency_key,
             request_hash=fingerprint if idempotency_key else None,
             priority=req.priority,
+            deliver_to=deliver_to,
         ),
         now,
         job_id,

@@ -23,6 +23,7 @@ from app.core.db import session_scope
 from app.core.states import TERMINAL, JobStatus
 from app.core.times import utcnow
 from app.dead_letters.service import archive_and_purge, republish_pending
+from app.destinations import delivery
 from app.fairshare import service as fairshare
 from app.fleet import service as fleet
 from app.maintenance.reconcile import grace_s, reconcile, reconcile_jobs
@@ -153,6 +154,7 @@ async def run_tick(use_lease: bool = True) -> dict[str, Any]:
         report["reenqueued"] = await reconcile_jobs(freed) + await reconcile()
         report["alerts_republished"] = await republish_pending(grace_s())
         report["callbacks_republished"] = await republish_due()
+        report["deliveries_republished"] = await delivery.republish_due()
     except Exception as exc:
         report["redis"] = f"unavailable: {type(exc).__name__}"
     report.update(await archive_and_purge())

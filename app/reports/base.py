@@ -28,6 +28,7 @@ class OutputInfo:
     filename: str
     content_type: str
     size: int
+    rows: int | None = None  # what the report said it wrote (`ctx.set_rows`): 0 is an empty report
 
     def columns(self) -> dict[str, Any]:
         """The job's output columns for this file."""
@@ -36,6 +37,7 @@ class OutputInfo:
             "output_filename": self.filename,
             "output_content_type": self.content_type,
             "output_size": self.size,
+            "output_rows": self.rows,
         }
 
 
@@ -66,11 +68,18 @@ class ReportContext:
         self.scheduled_for = scheduled_for
         self.progress: float | None = None
         self.output_info: OutputInfo | None = None
+        self.rows: int | None = None
         self.step_name: str | None = None  # set while a multi-step report runs a step
         self.step_attempt = 0
 
     def set_progress(self, fraction: float) -> None:
         self.progress = min(1.0, max(0.0, float(fraction)))
+
+    def set_rows(self, rows: int) -> None:
+        """Say how many rows the output holds (0: an empty report, which a destination may skip)."""
+        self.rows = max(0, int(rows))
+        if self.output_info is not None:
+            self.output_info.rows = self.rows
 
     @contextmanager
     def output(self, filename: str, content_type: str, binary: bool = False) -> Iterator[IO[Any]]:
@@ -86,7 +95,7 @@ class ReportContext:
             atomic.abort()
             raise
         size = atomic.commit()
-        info = OutputInfo(path=key, filename=name, content_type=content_type, size=size)
+        info = OutputInfo(path=key, filename=name, content_type=content_type, size=size, rows=self.rows)
         if self.store.keeps_spool:
             self.output_info = info
         else:
@@ -102,6 +111,7 @@ class ReportContext:
             await self.store.save(info.path, path, info.content_type, info.filename)
         finally:
             self.discard_spool()
+        info.rows = self.rows if self.rows is not None else info.rows
         self.output_info = info
 
     def discard_spool(self) -> None:

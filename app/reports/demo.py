@@ -21,6 +21,7 @@ class CsvParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rows: int = Field(ge=1, le=1_000_000, description="Number of data rows")
     delay_s: float = Field(0.0, ge=0, le=3600, description="Sleep before writing")
+    empty: bool = Field(False, description="Write the header only: an empty report (0 rows)")
 
 
 class SleepParams(BaseModel):
@@ -45,6 +46,9 @@ async def demo_csv(ctx: ReportContext, params: CsvParams) -> None:
         await asyncio.sleep(params.delay_s)
     with ctx.output(f"demo-{ctx.job_id}.csv", "text/csv") as fh:
         csv.writer(fh).writerow(["id", "name", "value"])
+        ctx.set_rows(0 if params.empty else params.rows)
+        if params.empty:
+            return
         for start in range(1, params.rows + 1, CSV_CHUNK_ROWS):
             stop = min(start + CSV_CHUNK_ROWS, params.rows + 1)
             await asyncio.to_thread(_write_rows, fh, start, stop)

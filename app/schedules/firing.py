@@ -65,6 +65,7 @@ def _spec(row: Schedule, fire: datetime) -> JobSpec:
         max_attempts=row.max_attempts,
         ordering_key=ordering_key_of(row),
         callback_url=row.callback_url,
+        deliver_to=row.deliver_to,
         # The schedule's own key keeps the usual rule; its private key must not stop later fires for good
         # behind one dead run.
         on_predecessor_dead="wait" if own_key else "continue",

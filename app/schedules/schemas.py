@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.wire import IsoDateTime, Stamp
+from app.destinations.schemas import DeliverTo
 from app.models import Schedule, ScheduleRun
 from app.schedules.timing import local
 
@@ -17,6 +18,7 @@ NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 MAX_INTERVAL_S = 366 * 86400
 MAX_EXCLUDE_DATES = 366
+DELIVER_TO = "Destinations each fire's report goes to once it is done (names or ids of the tenant's own)"
 
 MissedRuns = Literal["skip", "run_once", "run_all"]
 Overlap = Literal["skip", "queue", "allow"]
@@ -41,6 +43,7 @@ class ScheduleCreate(BaseModel):
     )
     max_attempts: int | None = Field(None, ge=1, le=100, description="Overrides the type's attempt budget")
     callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
+    deliver_to: list[DeliverTo] = Field(default_factory=list, max_length=10, description=DELIVER_TO)
     ordering_key: str | None = Field(None, min_length=1, max_length=200)
     priority: int | None = Field(
         None,
@@ -83,6 +86,7 @@ class SchedulePatch(BaseModel):
     params: dict[str, Any] | None = None
     max_attempts: int | None = Field(None, ge=1, le=100)
     callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
+    deliver_to: list[DeliverTo] | None = Field(None, max_length=10, description=DELIVER_TO)
     ordering_key: str | None = Field(None, min_length=1, max_length=200)
     priority: int | None = Field(None, ge=0, le=9, strict=True)
     cron: str | None = Field(None, min_length=1, max_length=120)
@@ -117,6 +121,7 @@ class SchedulePublic(BaseModel):
     params: dict[str, Any]
     max_attempts: int | None
     callback_url: str | None
+    deliver_to: list[dict[str, Any]] = Field(description="Its jobs' destinations, by id, with their options")
     ordering_key: str | None
     priority: int | None = Field(description="Its jobs' priority; null: the report type's (else 5)")
     cron: str | None
@@ -145,6 +150,7 @@ class SchedulePublic(BaseModel):
             params=row.params,
             max_attempts=row.max_attempts,
             callback_url=row.callback_url,
+            deliver_to=row.deliver_to or [],
             ordering_key=row.ordering_key,
             priority=row.priority,
             cron=row.cron,

@@ -20,6 +20,8 @@ from app.core.errors import Conflict, NotFound, ValidationFailed
 from app.core.ids import new_id
 from app.core.tenancy import TenantScope
 from app.core.times import utcnow
+from app.destinations import service as destinations
+from app.destinations.schemas import as_requested
 from app.jobs.validation import validate_submit
 from app.models import Schedule, ScheduleRun
 from app.schedules.firing import submit_manual_run
@@ -84,10 +86,15 @@ async def _checked(tenant: str, body: ScheduleCreate, created_at: datetime) -> t
     exclude = _exclude_dates(body.exclude_dates, errors)
     if body.start_at and body.end_at and body.end_at <= body.start_at:
         errors.append(_field_error("end_at", "end_at must be after start_at", "end_before_start"))
+    deliver_to = None
+    try:
+        deliver_to = await destinations.resolve_deliver_to(tenant, body.deliver_to)
+    except ValidationFailed as exc:
+        errors += exc.errors
     if errors or clock is None:
         raise ValidationFailed("The schedule is invalid.", errors)
     values = body.model_dump()
-    values.update(exclude_dates=exclude)
+    values.update(exclude_dates=exclude, deliver_to=deliver_to)
     return values, clock
 
 
@@ -157,7 +164,8 @@ async def list_schedules(flt: ScheduleFilter, before_id: str | None, limit: int)
 
 
 def _as_create(row: Schedule) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in ScheduleCreate.model_fields}
+    values = {name: getattr(row, name) for name in ScheduleCreate.model_fields}
+    return {**values, "deliver_to": as_requested(row.deliver_to)}
 
 
 def _merged(row: Schedule, patch: SchedulePatch) -> ScheduleCreate:
@@ -169,6 +177,8 @@ def _merged(row: Schedule, patch: SchedulePatch) -> ScheduleCreate:
     if errors:
         raise ValidationFailed("The patch is invalid.", errors)
     merged = {**_as_create(row), **changes}
+    if merged.get("deliver_to") is None:
+        merged["deliver_to"] = []  # null clears the destinations
     for one, other in (("cron", "interval_s"), ("interval_s", "cron")):
         if changes.get(one) is not None and other not in changes:
             merged[other] = None  # naming one of the two switches to it

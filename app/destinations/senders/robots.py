@@ -133,7 +133,7 @@ class DingTalkSender:
         }
         url = dingtalk_signed_url(self._url, self._secret)
         resp = await post_guarded(
-            "dingtalk", url, _json(body), {}, self._settings, self._settings.alert_timeout_s
+            "dingtalk", url, _json(body), {}, self._settings, self._settings.delivery_timeout_s
         )
         answer = answer_of("dingtalk", resp)
         if not isinstance(answer, dict) or answer.get("errcode", -1) != 0:
@@ -150,7 +150,7 @@ class FeishuSender:
         await feishu_space(self._url)
         body = feishu_signed(feishu_card(message.title, message.markdown, "green"), self._secret)
         resp = await post_guarded(
-            "feishu", self._url, _json(body), {}, self._settings, self._settings.alert_timeout_s
+            "feishu", self._url, _json(body), {}, self._settings, self._settings.delivery_timeout_s
         )
         answer = answer_of("feishu", resp)
         if not feishu_accepted(answer):
@@ -182,7 +182,7 @@ class WebhookSender:
             "Idempotency-Key": self._id,
         }
         resp = await post_guarded(
-            "webhook", self._url, body, headers, self._settings, self._settings.callback_timeout_s
+            "webhook", self._url, body, headers, self._settings, self._settings.delivery_timeout_s
         )
         if not 200 <= resp.status_code < 300:
             raise SendError(f"webhook answered HTTP {resp.status_code}")
