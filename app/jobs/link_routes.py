@@ -19,6 +19,7 @@ from app.core.states import JobStatus
 from app.core.tenancy import EVERY_TENANT
 from app.http.errors import problem, problem_responses, status_of
 from app.jobs import service
+from app.jobs.routes import OUTPUT_MEDIA_TYPES
 from app.outputs.http import output_response
 from app.outputs.links import LINK_PREFIX, LinkRefused, link_secret, redact_signature, verify_link
 
@@ -98,7 +99,7 @@ def refusal(request: Request, status: int) -> Response:
     response_class=Response,
     responses={
         200: {
-            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+            "content": {t: {"schema": {"type": "string", "format": "binary"}} for t in OUTPUT_MEDIA_TYPES},
             "description": "The report file, with the content type the report declared",
         },
         307: {

@@ -5,6 +5,7 @@ a browser; a fresh presigned link when the file is in an object store; the signa
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from app.core.config import get_settings
+from devtools.servers import free_port
 from tests.utils.download_links import (
     BROWSER_ACCEPT,
     changed,
@@ -90,6 +92,24 @@ async def test_the_signature_is_checked_before_the_job_is_looked_up(
     assert_problem(await client.get(forged), 403)
     unsigned = f"/d/{BOGUS_ID}/demo.csv"
     assert_problem(await client.get(unsigned), 403)
+
+
+async def test_with_mysql_down_a_forged_or_expired_link_is_still_refused_and_a_genuine_one_is_503(
+    client: httpx.AsyncClient, auth: dict[str, str], links: Any
+) -> None:
+    """Signature and expiry are checked without the database: only a genuine link reaches it."""
+    job_id, filename = await done_job(client, auth)
+    genuine, expired = link_for(job_id, filename), expired_link_for(job_id, filename)
+    db_url = get_settings().database_url.get_secret_value()
+    await links.set(DATABASE_URL=re.sub(r"@127\.0\.0\.1:\d+/", f"@127.0.0.1:{free_port()}/", db_url))
+    assert_problem(await client.get(tampered(genuine, "sig", changed(genuine[-43:]))), 403)
+    assert_problem(await client.get(expired), 410)
+    resp = await client.get(genuine)
+    assert_problem(resp, 503)
+    assert resp.headers["retry-after"] == "2"
+    assert_private(resp)
+    page = await client.get(genuine, headers={"Accept": BROWSER_ACCEPT})
+    assert page.status_code == 503 and "unavailable" in page.text
 
 
 async def test_an_expired_link_is_refused_410(
