@@ -32,6 +32,7 @@ from app.fleet import routes as fleet_routes
 from app.http import errors, tracing
 from app.http.body_limit import BodyLimitMiddleware
 from app.http.responses import FastJSONResponse
+from app.jobs import link_routes
 from app.jobs import routes as jobs_routes
 from app.observability import routes as observability_routes
 from app.reports import routes as reports_routes
@@ -92,8 +93,10 @@ def create_app() -> FastAPI:
         console_schedule_routes.router,
         console_fairshare_routes.router,
         observability_routes.router,
+        link_routes.router,  # /d/…: delivered reports' signed download links, no API key
     ):
         app.include_router(router)
+    link_routes.install_log_redaction()
     console_web.install(app)
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AuthMiddleware)

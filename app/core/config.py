@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from functools import cached_property, lru_cache
 
-from pydantic import SecretStr, field_validator, model_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.core.backoff import BackoffPolicy
 from app.core.config_fields import CoreFields, NotifyFields, RuntimeFields
@@ -20,7 +20,42 @@ PLACEHOLDER_SECRETS = {"", "changeme", "change-me", "secret", "password", "xxx",
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
-class Settings(RuntimeFields, NotifyFields, CoreFields):  # fields in the order Core, Notify, Runtime
+# ---- Delivery download links (issue 29): signed, expiring links that need no API key --------------------
+
+
+class DeliveryLinkFields(BaseSettings):
+    """The links a delivered report carries (app/outputs/links.py, served by app/jobs/link_routes.py)."""
+
+    download_link_secret: SecretStr | None = Field(
+        None,
+        description="HMAC secret that signs the download links sent with delivered reports (`/d/{id}/{file}`,"
+        " no API key needed). Unset: a fixed dev secret outside `ENV=production`; in production no link is"
+        " made (and none is served) until it is set. Changing it revokes every link given out",
+    )
+    delivery_link_ttl_s: int = Field(
+        7 * 86400,
+        gt=0,
+        description="How long a delivered download link works (whole seconds); past it the link answers"
+        " `410`. The link's host is `PUBLIC_BASE_URL`",
+    )
+
+    @model_validator(mode="after")
+    def _refuse_placeholder_link_secret(self) -> DeliveryLinkFields:
+        env = str(getattr(self, "env", "")).lower()
+        secret = self.download_link_secret
+        if (
+            env == "production"
+            and secret is not None
+            and secret.get_secret_value().lower() in (PLACEHOLDER_SECRETS)
+        ):
+            raise ValueError("DOWNLOAD_LINK_SECRET looks like a placeholder; refusing to start in production")
+        return self
+
+
+# ---- end of delivery download links ----------------------------------------------------------------------
+
+
+class Settings(DeliveryLinkFields, RuntimeFields, NotifyFields, CoreFields):  # Core, Notify, Runtime, links
     """Every setting (the fields, by topic, in app/core/config_fields.py: their descriptions are the docs'
     configuration table, links relative to docs/), parsed and checked."""
 
