@@ -83,8 +83,9 @@ def build_mail(message: Message, sender: str, recipients: list[str]) -> EmailMes
     if message.attachment is not None:
         attachment = message.attachment
         _refuse_header("the attachment's file name", attachment.filename)
-        maintype, _, subtype = attachment.content_type.partition("/")
-        if not maintype or not subtype or check_header_value("", attachment.content_type) is not None:
+        bare_type = attachment.content_type.split(";")[0].strip().lower()  # parameters (charset) dropped
+        maintype, _, subtype = bare_type.partition("/")
+        if not re.fullmatch(r"[a-z0-9!#$&^_.+-]+/[a-z0-9!#$&^_.+-]+", bare_type):
             maintype, subtype = "application", "octet-stream"
         mail.add_attachment(attachment.data, maintype=maintype, subtype=subtype, filename=attachment.filename)
     return mail
@@ -108,7 +109,7 @@ def _reason(exc: aiosmtplib.SMTPException) -> str:
         return f"smtp server lacks a needed extension: {str(exc.message)[:200]}"
     if isinstance(exc, aiosmtplib.SMTPResponseException):
         return f"smtp server answered {exc.code}: {str(exc.message)[:200]}"
-    return f"smtp failed: {type(exc).__name__}"
+    return f"smtp failed: {str(exc.message)[:200]}"
 
 
 class EmailSender:

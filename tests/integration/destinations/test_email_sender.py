@@ -83,6 +83,20 @@ async def test_an_email_with_a_small_report_carries_it_as_an_attachment(smtp_ser
     assert body_text(mail.message) == report().text + "\n"
 
 
+@pytest.mark.parametrize(
+    ("given", "arrives_as"),
+    [("text/csv; charset=utf-8", "text/csv"), ("Application/PDF", "application/pdf"), ("report", None)],
+)
+async def test_an_attachments_content_type_arrives_bare_or_as_octet_stream(
+    smtp_server: FakeSMTP, given: str, arrives_as: str | None
+) -> None:
+    await plain(smtp_server.port).send(report(attachment=Attachment("r.bin", given, b"%PDF-1.7")))
+
+    [part] = list(smtp_server.received[0].message.iter_attachments())
+    assert part.get_content_type() == (arrives_as or "application/octet-stream")
+    assert part.get_payload(decode=True) == b"%PDF-1.7"
+
+
 async def test_a_chinese_subject_arrives_encoded_and_decodes_to_the_title(smtp_server: FakeSMTP) -> None:
     title = "销售日报：2026年11月26日（华东区）"
 
