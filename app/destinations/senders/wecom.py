@@ -7,18 +7,23 @@ mentions are configured a second, `text` message follows with `mentioned_mobile_
 if only that second message fails, the send fails and a retry repeats the report (a duplicate rather than a
 silent miss). WeCom allows 20 messages a minute per robot: messages to one URL are spaced 3 s apart in this
 process (two processes sending to one robot can still meet its limit, errcode 45009, which a retry absorbs).
+Given `settings`, the URL passes the SSRF guard (`app.http.ssrf`); the POST is pinned to the approved address.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import urllib.parse
 from typing import Any
 
 import httpx
 
+from app.core.config import Settings
 from app.destinations.senders.base import Message, SendError
+from app.http.pinned import post_pinned
+from app.http.ssrf import CallbackRefused, IPAddress, check_url
 
 MARKDOWN_MAX_BYTES = 4096
 TEXT_MAX_BYTES = 2048
@@ -76,8 +81,12 @@ class WeComSender:
         mentioned_mobiles: list[str] | None = None,
         mention_all: bool = False,
         timeout_s: float = 5.0,
+        settings: Settings | None = None,
     ) -> None:
+        """With `settings`, every POST passes the SSRF guard and goes to the address it approved (as for the
+        other robots: production builds senders that way); without, a direct POST (tests, trusted URLs)."""
         self._url = webhook_url
+        self._settings = settings
         self._key = _key(webhook_url)
         self._mobiles = list(mentioned_mobiles or [])
         self._mention_all = mention_all
@@ -94,10 +103,16 @@ class WeComSender:
     def _safe(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
 
-    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> None:
+    async def _post(self, body: dict[str, Any], addresses: list[IPAddress] | None) -> None:
         await self._space()
+        content = json.dumps(body, ensure_ascii=False).encode()
+        headers = {"Content-Type": "application/json"}
         try:
-            resp = await client.post(self._url, json=body)
+            if addresses is not None:
+                resp = await post_pinned(self._url, addresses, content, headers, self._timeout_s)
+            else:
+                async with httpx.AsyncClient(timeout=self._timeout_s, follow_redirects=False) as client:
+                    resp = await client.post(self._url, content=content, headers=headers)
         except httpx.HTTPError as exc:
             raise SendError(f"wecom unreachable: {type(exc).__name__}") from None
         if resp.status_code != 200:
@@ -114,7 +129,12 @@ class WeComSender:
     async def send(self, message: Message) -> None:
         body = {"msgtype": "markdown", "markdown": {"content": markdown_content(message)}}
         mention = mention_body(message, self._mobiles, self._mention_all)
-        async with httpx.AsyncClient(timeout=self._timeout_s) as client:
-            await self._post(client, body)
-            if mention is not None:
-                await self._post(client, mention)
+        addresses: list[IPAddress] | None = None
+        if self._settings is not None:
+            try:
+                addresses = await check_url(self._url, self._settings)
+            except CallbackRefused as exc:
+                raise SendError(self._safe(f"wecom: {exc}")) from None
+        await self._post(body, addresses)
+        if mention is not None:
+            await self._post(mention, addresses)

@@ -8,6 +8,7 @@ from itertools import pairwise
 
 import pytest
 
+from app.core.config import Settings
 from app.destinations.senders.base import Message, SendError
 from app.destinations.senders.wecom import MIN_INTERVAL_S, WeComSender
 from devtools.servers.base import free_port
@@ -130,3 +131,18 @@ async def test_two_robots_do_not_wait_for_each_other() -> None:
         first.stop()
         second.stop()
     assert len(first.accepted) == len(second.accepted) == 1
+
+
+async def test_with_settings_the_post_passes_the_ssrf_guard_to_the_approved_address(wecom: FakeWeCom) -> None:
+    await WeComSender(wecom.url, settings=Settings(callback_allowed_hosts=["127.0.0.1"])).send(report())
+
+    assert len(wecom.accepted) == 1
+
+
+async def test_with_settings_a_loopback_robot_is_refused_without_the_key_in_the_error(
+    wecom: FakeWeCom,
+) -> None:
+    with pytest.raises(SendError, match="non-public address") as caught:
+        await WeComSender(wecom.url, settings=Settings(callback_allowed_hosts=[])).send(report())
+
+    assert wecom.key not in str(caught.value) and wecom.received == []
