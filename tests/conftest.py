@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -123,5 +124,36 @@ async def receiver(env: Any) -> AsyncIterator[Any]:
     from tests.utils.fakes.receiver import Receiver
 
     fake = Receiver().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def wecom() -> Iterator[Any]:
+    """A fake WeCom group robot (no database needed): `WeComSender(wecom.url)` posts to it."""
+    from tests.utils.fakes.wecom import FakeWeCom
+
+    fake = FakeWeCom().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[Any]:
+    """A plain SMTP server without AUTH (no database needed) on 127.0.0.1:`smtp_server.port`."""
+    from tests.utils.fakes.smtp import FakeSMTP
+
+    fake = FakeSMTP().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def secure_smtp_server(tmp_path: Path) -> Iterator[Any]:
+    """An SMTP server that requires STARTTLS and AUTH (`tests.utils.fakes.smtp` USERNAME and PASSWORD);
+    connect to "localhost" and trust it with `secure_smtp_server.client_tls_context()`."""
+    from tests.utils.fakes.smtp import PASSWORD, USERNAME, FakeSMTP
+
+    fake = FakeSMTP(username=USERNAME, password=PASSWORD, starttls=True, ca_directory=tmp_path).start()
     yield fake
     fake.stop()
