@@ -78,6 +78,7 @@ async def env(
             "report_type_policies",
             "finished_minutes",
             "open_letter_counts",
+            "destinations",
         ):
             await session.execute(text(f"DELETE FROM {table}"))
     redis_server.flushall()

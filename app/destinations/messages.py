@@ -11,13 +11,13 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from app.core.config import Settings
-from app.destinations.senders.base import Attachment, Message, Sender
+from app.destinations.senders.base import Attachment, Message, Sender, SendError
 from app.destinations.senders.email import EmailSender
 from app.destinations.senders.robots import DingTalkSender, FeishuSender, WebhookSender
 from app.destinations.senders.wecom import WeComSender
 from app.models import Destination, ReportDelivery, ReportJob, Schedule
 from app.outputs import get_output_store
-from app.outputs.links import public_link
+from app.outputs.links import LinkSecretMissing, public_link
 
 DEFAULT_TITLE = "$report_type is ready"
 
@@ -87,7 +87,10 @@ async def render(
     link = expires = None
     if job.output_path and job.output_filename:
         now_s = int(time.time())
-        link = public_link(job.id, job.output_filename, settings, now_s)
+        try:
+            link = public_link(job.id, job.output_filename, settings, now_s)
+        except LinkSecretMissing as exc:
+            raise SendError("no download link: DOWNLOAD_LINK_SECRET is not set") from exc
         expires = datetime.fromtimestamp(now_s + settings.delivery_link_ttl_s, UTC)
     lines = facts(job, schedule)
     markdown = f"### {title}\n\n" + "\n".join(f"- **{k}**: {v}" for k, v in lines)
@@ -132,8 +135,16 @@ def build_sender(target: Destination, row: ReportDelivery, settings: Settings) -
             mentioned_mobiles=opts.get("mentioned_mobiles", []),
             mention_all=opts.get("mention_all", False),
             timeout_s=settings.delivery_timeout_s,
+            settings=settings,
         )
     if target.kind == "email":
+        return _email(target, row, settings)
+    return WebhookSender(opts["url"], secrets["secret"], row.id, settings)
+
+
+def _email(target: Destination, row: ReportDelivery, settings: Settings) -> Sender:
+    opts, secrets = target.options, target.secrets
+    try:
         return EmailSender(
             host=opts["host"],
             port=opts["port"],
@@ -144,4 +155,5 @@ def build_sender(target: Destination, row: ReportDelivery, settings: Settings) -
             recipients=list(dict.fromkeys([*opts["recipients"], *row.overrides.get("recipients", [])])),
             timeout_s=settings.delivery_timeout_s,
         )
-    return WebhookSender(opts["url"], secrets["secret"], row.id, settings)
+    except ValueError as exc:  # a setting the sender refuses (a user without a password): never sendable
+        raise SendError(f"email: {exc}") from exc

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.core.states import DeliveryStatus
+from app.destinations.senders.email import check_address
 from app.models import Destination, ReportDelivery
 
 NAME_PATTERN = r"^[\w.\-]{1,100}$"
@@ -31,6 +32,13 @@ def no_line_breaks(value: str | None) -> str | None:
     """Header injection guard: CR or LF in anything that ends up in a mail header or a title."""
     if value is not None and ("\r" in value or "\n" in value):
         raise ValueError("must not contain line breaks")
+    return value
+
+
+def _address(value: str) -> str:
+    """An email address a mail header can carry (no line breaks, one address, well formed)."""
+    if (reason := check_address(value)) is not None:
+        raise ValueError(reason)
     return value
 
 
@@ -74,14 +82,13 @@ class EmailBody(_Body):
         5_000_000, ge=0, le=ATTACH_MAX_BYTES, description="Larger files go as a link only; 0: always a link"
     )
 
-    _lines = field_validator("username", "sender")(no_line_breaks)
+    _lines = field_validator("username")(no_line_breaks)
+    _sender = field_validator("sender")(lambda value: _address(value))
 
     @field_validator("recipients")
     @classmethod
     def _recipients(cls, value: list[str]) -> list[str]:
-        for address in value:
-            no_line_breaks(address)
-        return value
+        return [_address(address) for address in value]
 
 
 class WebhookBody(_Body):
@@ -148,9 +155,7 @@ class DeliverTo(BaseModel):
     @field_validator("recipients")
     @classmethod
     def _recipients(cls, value: list[str]) -> list[str]:
-        for address in value:
-            no_line_breaks(address)
-        return value
+        return [_address(address) for address in value]
 
 
 def as_requested(stored: list[dict[str, Any]] | None) -> list[dict[str, Any]]:

@@ -16,8 +16,8 @@ from app.core.ids import new_id
 from app.core.tenancy import TenantScope
 from app.core.times import utcnow
 from app.destinations.repository import DestinationRepository
-from app.destinations.schemas import SECRET_FIELDS, DeliverTo, DestinationBody
-from app.http.ssrf import CallbackRefused, check_url
+from app.destinations.schemas import SECRET_FIELDS, DeliverTo, DestinationBody, EmailBody
+from app.http.ssrf import CallbackRefused, check_host, check_url
 from app.models import Destination
 
 
@@ -31,16 +31,17 @@ def split(body: DestinationBody) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 async def _check_reachable(body: DestinationBody, secrets: dict[str, Any]) -> None:
-    """An HTTP destination's URL must pass the SSRF guard now (and again at each send)."""
+    """An HTTP destination's URL, or a mail server, must pass the SSRF guard now (URLs again at each send)."""
     url = secrets.get("url") or getattr(body, "url", None)
-    if not url:
-        return
+    field = "url" if url else "host"
     try:
-        await check_url(str(url), get_settings(), what="destination")
+        if url:
+            await check_url(str(url), get_settings(), what="destination")
+        elif isinstance(body, EmailBody):
+            await check_host(body.host, body.port, get_settings(), what="mail server")
     except CallbackRefused as exc:
-        raise ValidationFailed(
-            "The destination's URL is not acceptable.", [{"loc": ["url"], "msg": str(exc), "type": "url"}]
-        ) from exc
+        error = {"loc": [field], "msg": str(exc), "type": field}
+        raise ValidationFailed(f"The destination's {field} is not acceptable.", [error]) from exc
 
 
 async def create(tenant: str, body: DestinationBody) -> Destination:

@@ -87,6 +87,12 @@ async def check_url(url: str, settings: Settings, what: str = "callback") -> lis
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
         raise CallbackRefused(f"{what} URL has an invalid port") from exc
+    return await check_host(host, port, settings, what)
+
+
+async def check_host(host: str, port: int, settings: Settings, what: str) -> list[IPAddress]:
+    """Refuse a host that resolves to a non-public address (unless CALLBACK_ALLOWED_HOSTS names it); the
+    addresses it resolved to (an SMTP destination's server is checked this way too)."""
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
