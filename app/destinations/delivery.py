@@ -106,7 +106,7 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
         leased = await DeliveryRepository(session).lease(row, now, now + timedelta(seconds=lease_s()))
     if not leased:
         return DeliveryOutcome("another sender has it")
-    error = None
+    error, final = None, target is None
     if target is None:
         error = "destination deleted"
     else:
@@ -115,7 +115,9 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
             await build_sender(target, row, settings).send(message)
         except SendError as exc:
             error = str(exc)
-    return await _recorded(row, error, target is None)
+        except ValueError as exc:  # a message the destination can never take (a header it refuses)
+            error, final = f"not sendable: {exc}", True
+    return await _recorded(row, error, final)
 
 
 async def _recorded(row: ReportDelivery, error: str | None, final: bool) -> DeliveryOutcome:

@@ -132,7 +132,7 @@ class WeComSender:
         addresses: list[IPAddress] | None = None
         if self._settings is not None:
             try:
-                addresses = await check_url(self._url, self._settings)
+                addresses = await check_url(self._url, self._settings, what="destination")
             except CallbackRefused as exc:
                 raise SendError(self._safe(f"wecom: {exc}")) from None
         await self._post(body, addresses)
