@@ -4,7 +4,6 @@ link with one of its parts changed (job id, file name, expiry or signature)."""
 from __future__ import annotations
 
 import time
-from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import httpx
@@ -18,9 +17,9 @@ from tests.utils.workers import drain
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
 
-async def done_job(client: httpx.AsyncClient, auth: dict[str, str], **params: Any) -> tuple[str, str]:
-    """A finished `demo.csv` job: its id and its output's file name."""
-    job_id = await submit_id(client, auth, "demo.csv", **params)
+async def done_job(client: httpx.AsyncClient, auth: dict[str, str], rows: int = 5) -> tuple[str, str]:
+    """A finished `demo.csv` job of `rows` rows: its id and its output's file name."""
+    job_id = await submit_id(client, auth, "demo.csv", rows=rows)
     await drain()
     body = await get_job(client, auth, job_id)
     assert body["status"] == "done", body
