@@ -1,5 +1,6 @@
-"""destinations (a tenant's robots, mail servers, webhooks) and report_deliveries (a finished report's outbox
-to each destination); jobs and schedules take deliver_to, jobs output_rows
+"""destinations (a tenant's robots, mail servers, webhooks) and report_deliveries (the outbox of finished
+reports and owners' notices to each destination); jobs and schedules take deliver_to, jobs output_rows,
+schedules notify_to and a deadline, schedule runs their deadline_at
 
 Revision ID: 0013
 Revises: 0012
@@ -36,7 +37,11 @@ def upgrade() -> None:
     op.create_table(
         "report_deliveries",
         sa.Column("id", sa.String(length=26), nullable=False),
-        sa.Column("job_id", sa.String(length=26), nullable=False),
+        sa.Column("event", sa.String(length=16), nullable=False),
+        sa.Column("subject", sa.String(length=120), nullable=False),
+        sa.Column("job_id", sa.String(length=26), nullable=True),
+        sa.Column("schedule_id", sa.String(length=26), nullable=True),
+        sa.Column("facts", sa.JSON(), nullable=False),
         sa.Column("tenant", sa.String(length=64), nullable=False),
         sa.Column("destination_id", sa.String(length=26), nullable=False),
         sa.Column("destination_name", sa.String(length=100), nullable=False),
@@ -52,20 +57,30 @@ def upgrade() -> None:
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.ForeignKeyConstraint(["job_id"], ["report_jobs.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("job_id", "destination_id", "run", name="uq_report_deliveries_job_dest_run"),
+        sa.UniqueConstraint("subject", "destination_id", name="uq_report_deliveries_subject_dest"),
     )
     op.create_index("ix_report_deliveries_due", "report_deliveries", ["status", "next_attempt_at"])
+    op.create_index("ix_report_deliveries_job", "report_deliveries", ["job_id"])
     # Plain ALTERs, not a batch: SQLite (3.35+) adds and drops these columns in place, where a batch would
     # copy report_jobs with its computed column.
     op.add_column("report_jobs", sa.Column("deliver_to", sa.JSON(), nullable=True))
     op.add_column("report_jobs", sa.Column("output_rows", sa.Integer(), nullable=True))
     op.add_column("schedules", sa.Column("deliver_to", sa.JSON(), nullable=True))
+    op.add_column("schedules", sa.Column("notify_to", sa.JSON(), nullable=True))
+    op.add_column("schedules", sa.Column("deadline", sa.String(length=5), nullable=True))
+    op.add_column("schedule_runs", sa.Column("deadline_at", UTCDateTime(), nullable=True))
+    op.create_index("ix_schedule_runs_deadline_at", "schedule_runs", ["deadline_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_schedule_runs_deadline_at", table_name="schedule_runs")
+    op.drop_column("schedule_runs", "deadline_at")
+    op.drop_column("schedules", "deadline")
+    op.drop_column("schedules", "notify_to")
     op.drop_column("schedules", "deliver_to")
     op.drop_column("report_jobs", "output_rows")
     op.drop_column("report_jobs", "deliver_to")
+    op.drop_index("ix_report_deliveries_job", table_name="report_deliveries")
     op.drop_index("ix_report_deliveries_due", table_name="report_deliveries")
     op.drop_table("report_deliveries")
     op.drop_table("destinations")

@@ -22,7 +22,7 @@ from app.core.ids import new_id
 from app.core.states import DeliveryStatus, JobStatus
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
-from app.destinations.messages import build_sender, render
+from app.destinations.messages import build_sender, notice_message, render
 from app.destinations.repository import DeliveryRepository, DestinationRepository
 from app.destinations.senders.base import SendError
 from app.dispatch import queue
@@ -33,6 +33,20 @@ log = logging.getLogger(__name__)
 RECORD_FOR_S = 30.0  # how long recording a send's answer rides out a database outage
 LEASE_MARGIN_S = 30.0
 PER_MINUTE = {"dingtalk": 20, "wecom": 20, "feishu": 100}  # the robots' own limits, per robot
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A message to a job's or a schedule's owners about `subject` (sent once a destination)."""
+
+    tenant: str
+    event: str  # dead | late | missed
+    subject: str
+    destination_ids: list[str]
+    title: str
+    lines: list[tuple[str, str]]
+    job_id: str | None = None
+    schedule_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +71,10 @@ async def stage_deliveries(session: AsyncSession, job: ReportJob) -> list[str]:
     rows = [
         ReportDelivery(
             id=new_id(),
+            event="report",
+            subject=f"report:{job.id}:{job.replay_count}",
             job_id=job.id,
+            schedule_id=job.schedule_id,
             tenant=job.tenant,
             destination_id=item["destination_id"],
             destination_name=targets[item["destination_id"]].name,
@@ -72,6 +89,38 @@ async def stage_deliveries(session: AsyncSession, job: ReportJob) -> list[str]:
     ]
     await DeliveryRepository(session).add_all(rows)
     return [row.id for row in rows]
+
+
+async def stage_notice(session: AsyncSession, notice: Notice) -> list[str]:
+    """Outbox rows of an owners' notice, one a destination, in the transaction that found the event; a
+    subject a destination has had already is left out (the unique key): each notice goes out once."""
+    targets = await DestinationRepository(session).named(notice.tenant, notice.destination_ids)
+    if not targets:
+        return []
+    now = utcnow()
+    rows = [
+        {
+            "id": new_id(),
+            "event": notice.event,
+            "subject": notice.subject,
+            "job_id": notice.job_id,
+            "schedule_id": notice.schedule_id,
+            "facts": {"title": notice.title, "lines": [list(line) for line in notice.lines]},
+            "tenant": notice.tenant,
+            "destination_id": target.id,
+            "destination_name": target.name,
+            "kind": target.kind,
+            "run": 0,
+            "overrides": {},
+            "status": DeliveryStatus.PENDING.value,
+            "tries": 0,
+            "next_attempt_at": now,
+            "created_at": now,
+        }
+        for target in targets
+    ]
+    await DeliveryRepository(session).add_new(rows)
+    return [str(row["id"]) for row in rows]
 
 
 async def publish(delivery_ids: list[str]) -> None:
@@ -92,9 +141,9 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
             return DeliveryOutcome("not due", retry_in_s=(row.next_attempt_at - now).total_seconds())
         job, schedule = await repo.job_and_schedule(row.job_id)
         target = await DestinationRepository(session).get(row.destination_id, EVERY_TENANT)
-    if job is None:
+    if job is None and row.event == "report":
         return DeliveryOutcome("the job is gone")
-    if row.overrides.get("skip_when_empty") and job.output_rows == 0:
+    if job is not None and row.overrides.get("skip_when_empty") and job.output_rows == 0:
         async with session_scope() as session:
             await DeliveryRepository(session).skip(row, "skipped: the report wrote no rows")
         return DeliveryOutcome("skipped (empty report)")
@@ -111,7 +160,10 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
         error = "destination deleted"
     else:
         try:
-            message = await render(job, schedule, row, target, settings)
+            if row.event == "report" and job is not None:
+                message = await render(job, schedule, row, target, settings)
+            else:
+                message = notice_message(row)
             await build_sender(target, row, settings).send(message)
         except SendError as exc:
             error = str(exc)

@@ -121,6 +121,16 @@ async def render(
     return Message(title, markdown, text, link=link, attachment=attachment, document=document)
 
 
+def notice_message(row: ReportDelivery) -> Message:
+    """An owners' notice as staged: its title and its facts."""
+    title = str(row.facts.get("title", row.event))
+    lines = [(str(k), str(v)) for k, v in row.facts.get("lines", [])]
+    markdown = f"### {title}\n\n" + "\n".join(f"- **{k}**: {v}" for k, v in lines)
+    text = f"{title}\n\n" + "\n".join(f"{k}: {v}" for k, v in lines)
+    document = {"notice": row.event, "subject": row.subject, "job_id": row.job_id, "facts": dict(lines)}
+    return Message(title, markdown, text, document={**document, "schedule_id": row.schedule_id})
+
+
 def build_sender(target: Destination, row: ReportDelivery, settings: Settings) -> Sender:
     """The sender of the destination's kind; email adds this use's extra recipients."""
     opts, secrets = target.options, target.secrets

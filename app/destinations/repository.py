@@ -13,12 +13,14 @@ from sqlalchemy import and_, delete, or_, select
 from app.core.repository import Repository, table_of
 from app.core.states import DeliveryStatus
 from app.core.tenancy import TenantScope
-from app.models import Destination, ReportDelivery, ReportJob, Schedule
+from app.models import Destination, ReportDelivery, ReportJob, Schedule, ScheduleRun
 
 DESTINATIONS = table_of(Destination)
 dest = DESTINATIONS.c
 DELIVERIES = table_of(ReportDelivery)
 delivery = DELIVERIES.c
+RUNS = table_of(ScheduleRun)
+run = RUNS.c
 
 
 class DestinationRepository(Repository):
@@ -66,6 +68,13 @@ class DeliveryRepository(Repository):
     async def add_all(self, rows: Sequence[ReportDelivery]) -> None:
         self.session.add_all(rows)
         await self.session.flush()
+
+    async def add_new(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert the rows whose (subject, destination) has none yet; the others are left out, not errors."""
+        if not rows:
+            return
+        stmt = DELIVERIES.insert().prefix_with("IGNORE", dialect="mysql")
+        await self.session.execute(stmt.prefix_with("OR IGNORE", dialect="sqlite"), list(rows))
 
     async def get(self, delivery_id: str) -> ReportDelivery | None:
         stmt = (
@@ -160,9 +169,34 @@ class DeliveryRepository(Repository):
             out[dest_id] = (dest_id, name, n + 1, error)
         return list(out.values())
 
-    async def job_and_schedule(self, job_id: str) -> tuple[ReportJob | None, Schedule | None]:
+    async def job_and_schedule(self, job_id: str | None) -> tuple[ReportJob | None, Schedule | None]:
         """What a delivery's message tells: the job as it ended, and the schedule that made it (if any)."""
+        if job_id is None:
+            return None, None
         job = await self.session.get(ReportJob, job_id, populate_existing=True)
         if job is None or job.schedule_id is None:
             return job, None
         return job, await self.session.get(Schedule, job.schedule_id)
+
+    async def due_deadlines(
+        self, now: datetime, limit: int
+    ) -> list[tuple[ScheduleRun, Schedule, ReportJob | None]]:
+        """Fires whose deadline has come (an index range of the runs still holding one): each with its
+        schedule and its job."""
+        stmt = (
+            select(ScheduleRun, Schedule)
+            .join(Schedule, Schedule.id == run.schedule_id)  # type: ignore[arg-type]
+            .where(run.deadline_at.is_not(None), run.deadline_at <= now)
+            .order_by(run.deadline_at)
+            .limit(limit)
+        )
+        out: list[tuple[ScheduleRun, Schedule, ReportJob | None]] = []
+        for fired, schedule in (await self.session.execute(stmt)).all():
+            job = await self.session.get(ReportJob, fired.job_id) if fired.job_id else None
+            out.append((fired, schedule, job))
+        return out
+
+    async def clear_deadlines(self, run_ids: Sequence[int]) -> None:
+        if run_ids:
+            stmt = RUNS.update().where(run.id.in_(list(run_ids))).values(deadline_at=None)
+            await self.session.execute(stmt)

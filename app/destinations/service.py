@@ -137,3 +137,9 @@ async def resolve_deliver_to(
             )
         out.append({"destination_id": target.id, **extra})
     return out
+
+
+async def resolve_refs(tenant: str, refs: Sequence[str], loc: str) -> list[str] | None:
+    """Names or ids of the tenant's own destinations as their ids (a 422 naming any other)."""
+    resolved = await resolve_deliver_to(tenant, [DeliverTo(destination=ref) for ref in refs], loc)
+    return [item["destination_id"] for item in resolved] if resolved else None

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.callbacks.service import stage_delivery
 from app.core.db import session_scope
 from app.core.tenancy import EVERY_TENANT
-from app.destinations import delivery
+from app.destinations import delivery, notices
 from app.dispatch import queue
 from app.jobs.repository import JobRepository
 from app.jobs.schemas import JobPublic
@@ -51,7 +51,7 @@ async def stage_terminal_effects(session: AsyncSession, job_id: str) -> Terminal
             session, job.id, job.tenant, job.callback_url, job.status.value, document
         )
     ordering = (job.tenant, job.ordering_key, job.id) if job.ordering_key else None
-    staged = await delivery.stage_deliveries(session, job)
+    staged = await delivery.stage_deliveries(session, job) + await notices.dead(session, job)
     return TerminalEffects(delivery_id, ordering, tuple(staged))
 
 

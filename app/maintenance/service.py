@@ -26,6 +26,7 @@ from app.dead_letters.service import archive_and_purge, republish_pending
 from app.destinations import delivery
 from app.fairshare import service as fairshare
 from app.fleet import service as fleet
+from app.maintenance.deadlines import check_deadlines
 from app.maintenance.reconcile import grace_s, reconcile, reconcile_jobs
 from app.maintenance.repository import Expiry, MaintenanceRepository, RetentionEntry
 from app.outputs import get_output_store
@@ -155,6 +156,7 @@ async def run_tick(use_lease: bool = True) -> dict[str, Any]:
         report["alerts_republished"] = await republish_pending(grace_s())
         report["callbacks_republished"] = await republish_due()
         report["deliveries_republished"] = await delivery.republish_due()
+        report["late_notices"] = await check_deadlines()
     except Exception as exc:
         report["redis"] = f"unavailable: {type(exc).__name__}"
     report.update(await archive_and_purge())

@@ -301,6 +301,8 @@ class Schedule(SQLModel, table=True):
     max_attempts: int | None = Field(default=None)
     callback_url: str | None = Field(default=None, max_length=2000)
     deliver_to: list[dict[str, Any]] | None = Field(default=None, sa_type=sa.JSON)  # as the job's
+    notify_to: list[str] | None = Field(default=None, sa_type=sa.JSON)  # owners: destination ids
+    deadline: str | None = Field(default=None, max_length=5)  # "HH:MM" local: a fire's job done by then
     ordering_key: str | None = Field(default=None, max_length=200)
     priority: int | None = Field(default=None, sa_type=sa.SmallInteger)  # None: the report type's
     cron: str | None = Field(default=None, max_length=120)
@@ -331,6 +333,7 @@ class ScheduleRun(SQLModel, table=True):
     __table_args__ = (
         sa.UniqueConstraint("schedule_id", "fire_time", name="uq_schedule_runs_fire"),
         sa.Index("ix_schedule_runs_schedule_id", "schedule_id", "id"),
+        sa.Index("ix_schedule_runs_deadline_at", "deadline_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -341,6 +344,7 @@ class ScheduleRun(SQLModel, table=True):
     reason: str | None = Field(default=None, max_length=16)  # missed | overlap | excluded_date | paused
     manual: bool = Field(default=False, nullable=False)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    deadline_at: datetime | None = _ts()  # the job's deadline, cleared once checked (app.destinations)
 
 
 class TenantPolicy(SQLModel, table=True):

@@ -33,18 +33,24 @@ class Destination(SQLModel, table=True):
 
 
 class ReportDelivery(SQLModel, table=True):
-    """One finished run of a job sent to one destination. `run` is the job's replay count: a replayed job
-    that ends done again is delivered again. Sent once: a sender leases the row (`lease_until`) before the
-    send and records the answer within the lease."""
+    """One message to one destination: a finished report (`event` report: one a job's run, `run` its replay
+    count) or a notice to its owners (dead, late, missed). `subject` names what it is about, so one subject
+    reaches a destination once (the unique key). Sent once: a sender leases the row (`lease_until`) before
+    the send and records the answer within the lease."""
 
     __tablename__ = "report_deliveries"
     __table_args__ = (
-        sa.UniqueConstraint("job_id", "destination_id", "run", name="uq_report_deliveries_job_dest_run"),
+        sa.UniqueConstraint("subject", "destination_id", name="uq_report_deliveries_subject_dest"),
         sa.Index("ix_report_deliveries_due", "status", "next_attempt_at"),
+        sa.Index("ix_report_deliveries_job", "job_id"),
     )
 
     id: str = Field(primary_key=True, max_length=26)
-    job_id: str = Field(max_length=26, foreign_key="report_jobs.id", ondelete="CASCADE")
+    event: str = Field(default="report", max_length=16)  # report | dead | late | missed
+    subject: str = Field(max_length=120)  # e.g. report:<job>:<run>, late:<schedule>:<fire>
+    job_id: str | None = Field(default=None, max_length=26, foreign_key="report_jobs.id", ondelete="CASCADE")
+    schedule_id: str | None = Field(default=None, max_length=26)
+    facts: dict[str, Any] = Field(default_factory=dict, sa_type=sa.JSON, nullable=False)
     tenant: str = Field(max_length=64)
     destination_id: str = Field(max_length=26)
     destination_name: str = Field(max_length=100)

@@ -19,6 +19,8 @@ from app.core.errors import Conflict, NotFound
 from app.core.states import TERMINAL
 from app.core.tenancy import EVERY_TENANT
 from app.core.times import utcnow
+from app.destinations import delivery, notices
+from app.destinations.delivery import stage_notice
 from app.dispatch import queue
 from app.jobs.building import JobSpec, build_job
 from app.jobs.repository import JobRepository
@@ -35,6 +37,7 @@ MAX_FIRES = 1000
 MIN_GRACE = timedelta(seconds=1)
 # A manual run takes the first free millisecond from now among this many.
 MANUAL_SLOTS = 16
+NOTIFIED_SKIPS = ("missed", "overlap")  # skipped fires the owners hear of (not paused or excluded dates)
 _MILLISECOND = timedelta(milliseconds=1)
 
 
@@ -139,6 +142,7 @@ async def _previous_busy(jobs: JobRepository, row: Schedule) -> bool:
 async def _fire_one(schedule_id: str, now: datetime) -> list[ReportJob]:
     """One schedule's due fires in one transaction; the jobs it made (committed, not yet enqueued)."""
     made: list[ReportJob] = []
+    staged: list[str] = []  # owners' notices of missed fires, published once this commits
     async with session_scope() as session:
         runs, jobs = RunRepository(session), JobRepository(session)
         row = await runs.lock_schedule(schedule_id)
@@ -170,8 +174,11 @@ async def _fire_one(schedule_id: str, now: datetime) -> list[ReportJob]:
                     result="submitted" if job_id else "skipped",
                     reason=decision.reason,
                     created_at=now,
+                    deadline_at=notices.deadline_at(row, decision.fire) if job_id else None,
                 )
             )
+            if row.notify_to and decision.reason in NOTIFIED_SKIPS:
+                staged += await stage_notice(session, notices.missed(row, decision.fire, decision.reason))
         await runs.add_runs(records)
         values: dict[str, Any] = {"next_fire_at": _next_fire(row, clock, now), "updated_at": now}
         if made:
@@ -179,6 +186,7 @@ async def _fire_one(schedule_id: str, now: datetime) -> list[ReportJob]:
         if await runs.advance(row, values) != 1:
             raise _Moved(schedule_id)
         await failpoints.hit("schedule.before_fire_commit")
+    await delivery.publish(staged)
     return made
 
 

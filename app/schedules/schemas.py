@@ -5,7 +5,7 @@ SchedulePage, RunPublic and RunPage out.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,10 @@ DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 MAX_INTERVAL_S = 366 * 86400
 MAX_EXCLUDE_DATES = 366
 DELIVER_TO = "Destinations each fire's report goes to once it is done (names or ids of the tenant's own)"
+NOTIFY_TO = "Destinations told when a fire's job dies, misses its deadline, or a fire is missed or skipped"
+DEADLINE = "HH:MM in the schedule's zone: a fire's job not done by then (that day, else the next) is late"
+DEADLINE_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+DestinationRef = Annotated[str, Field(min_length=1, max_length=100)]
 
 MissedRuns = Literal["skip", "run_once", "run_all"]
 Overlap = Literal["skip", "queue", "allow"]
@@ -44,6 +48,8 @@ class ScheduleCreate(BaseModel):
     max_attempts: int | None = Field(None, ge=1, le=100, description="Overrides the type's attempt budget")
     callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
     deliver_to: list[DeliverTo] = Field(default_factory=list, max_length=10, description=DELIVER_TO)
+    notify_to: list[DestinationRef] = Field(default_factory=list, max_length=10, description=NOTIFY_TO)
+    deadline: str | None = Field(None, pattern=DEADLINE_PATTERN, description=DEADLINE)
     ordering_key: str | None = Field(None, min_length=1, max_length=200)
     priority: int | None = Field(
         None,
@@ -87,6 +93,8 @@ class SchedulePatch(BaseModel):
     max_attempts: int | None = Field(None, ge=1, le=100)
     callback_url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
     deliver_to: list[DeliverTo] | None = Field(None, max_length=10, description=DELIVER_TO)
+    notify_to: list[DestinationRef] | None = Field(None, max_length=10, description=NOTIFY_TO)
+    deadline: str | None = Field(None, pattern=DEADLINE_PATTERN, description=DEADLINE)
     ordering_key: str | None = Field(None, min_length=1, max_length=200)
     priority: int | None = Field(None, ge=0, le=9, strict=True)
     cron: str | None = Field(None, min_length=1, max_length=120)
@@ -122,6 +130,8 @@ class SchedulePublic(BaseModel):
     max_attempts: int | None
     callback_url: str | None
     deliver_to: list[dict[str, Any]] = Field(description="Its jobs' destinations, by id, with their options")
+    notify_to: list[str] = Field(description="Its owners' destinations (ids): dead, late and missed notices")
+    deadline: str | None = Field(description="A fire's job is late when not done by this local time (HH:MM)")
     ordering_key: str | None
     priority: int | None = Field(description="Its jobs' priority; null: the report type's (else 5)")
     cron: str | None
@@ -151,6 +161,8 @@ class SchedulePublic(BaseModel):
             max_attempts=row.max_attempts,
             callback_url=row.callback_url,
             deliver_to=row.deliver_to or [],
+            notify_to=row.notify_to or [],
+            deadline=row.deadline,
             ordering_key=row.ordering_key,
             priority=row.priority,
             cron=row.cron,

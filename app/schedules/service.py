@@ -86,15 +86,16 @@ async def _checked(tenant: str, body: ScheduleCreate, created_at: datetime) -> t
     exclude = _exclude_dates(body.exclude_dates, errors)
     if body.start_at and body.end_at and body.end_at <= body.start_at:
         errors.append(_field_error("end_at", "end_at must be after start_at", "end_before_start"))
-    deliver_to = None
+    deliver_to = notify_to = None
     try:
         deliver_to = await destinations.resolve_deliver_to(tenant, body.deliver_to)
+        notify_to = await destinations.resolve_refs(tenant, body.notify_to, "notify_to")
     except ValidationFailed as exc:
         errors += exc.errors
     if errors or clock is None:
         raise ValidationFailed("The schedule is invalid.", errors)
     values = body.model_dump()
-    values.update(exclude_dates=exclude, deliver_to=deliver_to)
+    values.update(exclude_dates=exclude, deliver_to=deliver_to, notify_to=notify_to)
     return values, clock
 
 
@@ -177,8 +178,9 @@ def _merged(row: Schedule, patch: SchedulePatch) -> ScheduleCreate:
     if errors:
         raise ValidationFailed("The patch is invalid.", errors)
     merged = {**_as_create(row), **changes}
-    if merged.get("deliver_to") is None:
-        merged["deliver_to"] = []  # null clears the destinations
+    for name in ("deliver_to", "notify_to"):
+        if merged.get(name) is None:
+            merged[name] = []  # null clears the destinations
     for one, other in (("cron", "interval_s"), ("interval_s", "cron")):
         if changes.get(one) is not None and other not in changes:
             merged[other] = None  # naming one of the two switches to it

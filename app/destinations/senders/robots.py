@@ -160,16 +160,18 @@ class FeishuSender:
 
 
 class WebhookSender:
-    """POSTs the report's document (`event: report.delivered`), signed like callbacks with the destination's
-    own secret; any 2xx is accepted. `Idempotency-Key` is the delivery's id: a receiver can drop a repeat."""
+    """POSTs the report's document (`event: report.delivered`) or an owners' notice (`report.notice`), signed
+    like callbacks with the destination's own secret; any 2xx is accepted. `Idempotency-Key` is the
+    delivery's id: a receiver can drop a repeat."""
 
     def __init__(self, url: str, secret: str, delivery_id: str, settings: Settings) -> None:
         self._url, self._secret, self._id, self._settings = url, secret, delivery_id, settings
 
     async def send(self, message: Message) -> None:
+        event = "report.notice" if "notice" in (message.document or {}) else "report.delivered"
         body = _json(
             {
-                "event": "report.delivered",
+                "event": event,
                 "title": message.title,
                 "link": message.link,
                 **(message.document or {}),
@@ -178,7 +180,7 @@ class WebhookSender:
         headers = {
             "User-Agent": "report-orchestrator-deliveries/1",
             SIGNATURE_HEADER: sign_body(self._secret, int(time.time()), body),
-            EVENT_HEADER: "report.delivered",
+            EVENT_HEADER: event,
             "Idempotency-Key": self._id,
         }
         resp = await post_guarded(

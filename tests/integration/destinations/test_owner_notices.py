@@ -1,0 +1,98 @@
+"""A schedule's owners (`notify_to`) hear once when a fire's job misses the schedule's deadline (and not when
+it is on time), when a fire is missed while no scheduler ran, and when a fire's job dies.
+
+Real MariaDB, Redis, in-process burst workers, the scheduler's fire loop and deadline check called with a
+chosen `now`; the owners' destination is a webhook receiver that verifies signatures.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+
+from app.core.times import utcnow
+from app.maintenance.deadlines import check_deadlines
+from app.schedules.firing import fire_due
+from tests.utils.destinations import make_destination, webhook_body
+from tests.utils.schedules import create_schedule, make_due, schedule_jobs
+from tests.utils.workers import drain, drain_alerts
+
+
+def next_whole_hour_a_day_ahead() -> datetime:
+    """Far from the real clock: only the `now` a test passes matters."""
+    return (utcnow() + timedelta(days=1)).replace(minute=0, second=0, microsecond=0)
+
+
+async def hourly_with_owners(
+    client: httpx.AsyncClient, auth: dict[str, str], base: datetime, **fields: Any
+) -> str:
+    schedule = await create_schedule(
+        client, auth, name=f"hourly-{base:%H}", cron="0 * * * *", notify_to=["warehouse-hook"], **fields
+    )
+    await make_due(schedule["id"], base)
+    return str(schedule["id"])
+
+
+def notices(receiver: Any, event: str) -> list[dict[str, Any]]:
+    return [d.body for d in receiver.accepted if d.body.get("notice") == event]
+
+
+async def test_a_late_fire_tells_its_owners_once_and_an_on_time_one_not_at_all(
+    client: httpx.AsyncClient, auth: dict[str, str], receiver: Any
+) -> None:
+    await make_destination(client, auth, webhook_body(receiver))
+    base = next_whole_hour_a_day_ahead()
+    deadline = f"{base + timedelta(minutes=30):%H:%M}"  # UTC schedules: the fire's own day
+    late = await hourly_with_owners(client, auth, base, deadline=deadline, params={"rows": 1})
+    assert await fire_due(base + timedelta(seconds=1)) == 1  # its job is not run: still pending at 00:30
+    assert await check_deadlines(base + timedelta(minutes=29)) == 0  # not yet
+    assert await check_deadlines(base + timedelta(minutes=31)) == 1
+    assert await check_deadlines(base + timedelta(minutes=45)) == 0  # each fire is checked once
+    await drain_alerts()
+    [notice] = notices(receiver, "late")
+    assert notice["schedule_id"] == late and notice["facts"]["State"] == "pending"
+    assert deadline in notice["facts"]["Deadline"]
+    assert receiver.accepted[0].headers["x-report-event"] == "report.notice"
+
+    on_time_base = base + timedelta(hours=1)
+    on_time = await hourly_with_owners(client, auth, on_time_base, deadline=f"{on_time_base:%H}:30")
+    assert await fire_due(on_time_base + timedelta(seconds=1)) >= 1
+    await drain()  # done now, long before its deadline (a day ahead)
+    [job] = await schedule_jobs(on_time)
+    assert job.status.value == "done"
+    assert await check_deadlines(on_time_base + timedelta(minutes=31)) == 0
+    await drain_alerts()
+    assert len(notices(receiver, "late")) == 1
+
+
+async def test_fires_missed_while_no_scheduler_ran_are_told_once_each(
+    client: httpx.AsyncClient, auth: dict[str, str], receiver: Any
+) -> None:
+    await make_destination(client, auth, webhook_body(receiver))
+    base = next_whole_hour_a_day_ahead()
+    sid = await hourly_with_owners(client, auth, base, missed_runs="skip")
+    assert await fire_due(base + timedelta(hours=1, minutes=30)) == 0  # the 0:00 and 1:00 fires: missed
+    assert await fire_due(base + timedelta(hours=1, minutes=31)) == 0  # nothing more to say
+    await drain_alerts()
+    missed = notices(receiver, "missed")
+    assert len(missed) == 2 and {m["schedule_id"] for m in missed} == {sid}
+    assert len({m["subject"] for m in missed}) == 2
+    assert all(m["facts"]["Why"] == "no scheduler was running at its time" for m in missed)
+
+
+async def test_a_fires_job_that_dies_tells_its_owners(
+    client: httpx.AsyncClient, auth: dict[str, str], receiver: Any
+) -> None:
+    await make_destination(client, auth, webhook_body(receiver))
+    base = next_whole_hour_a_day_ahead()
+    sid = await hourly_with_owners(
+        client, auth, base, report_type="demo.flaky", params={"fail_times": 1, "permanent": True}
+    )
+    assert await fire_due(base + timedelta(seconds=1)) == 1
+    await drain()
+    await drain_alerts()
+    [job] = await schedule_jobs(sid)
+    [notice] = notices(receiver, "dead")
+    assert notice["job_id"] == job.id and "is dead" in receiver.accepted[0].body["title"]
