@@ -14,6 +14,7 @@ from fastapi_offline import FastAPIOffline
 
 from app.attempts import routes as attempts_routes
 from app.auth.http import AuthMiddleware
+from app.console import destination_routes as console_destination_routes
 from app.console import fairshare_routes as console_fairshare_routes
 from app.console import job_routes as console_job_routes
 from app.console import letter_routes as console_letter_routes
@@ -90,6 +91,7 @@ def create_app() -> FastAPI:
         console_routes.router,
         console_job_routes.router,
         console_letter_routes.router,
+        console_destination_routes.router,
         console_schedule_routes.router,
         console_fairshare_routes.router,
         observability_routes.router,

@@ -37,6 +37,7 @@ from app.console.web import (
 )
 from app.core.states import CANCELLABLE, REPLAYABLE, JobStatus
 from app.core.tenancy import EVERY_TENANT, TenantScope
+from app.destinations import delivery
 from app.fairshare import service as fairshare
 from app.jobs import service as jobs_service
 from app.jobs.list_repository import JobFilter
@@ -306,6 +307,7 @@ async def job_page(request: Request, viewer: ViewerDep, job_id: str) -> Response
         steps=detail.steps, params_json=json.dumps(job.params, indent=2, sort_keys=True, ensure_ascii=False),
         can_cancel=job.status in CANCELLABLE and not job.cancel_requested,
         can_replay=job.status in REPLAYABLE, here=here(request),
+        deliveries=await delivery.job_deliveries(job.id, viewer.principal.tenant_scope),
     )  # fmt: skip
 
 
