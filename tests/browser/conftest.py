@@ -30,6 +30,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "nojs": ("nojs", "jobs:read,jobs:write"),
     "order": ("order", "jobs:read,jobs:write"),
     "demo": ("northwind", "jobs:read,jobs:write"),
+    "deliver": ("deliver", "jobs:read,jobs:write"),
 }
 #: Settings of every process on top of tests/utils/stack.py's E2E_ENV.
 CONSOLE_ENV = {
@@ -37,6 +38,7 @@ CONSOLE_ENV = {
     "CONSOLE_SECRET": "browser-tests-console-secret",
     "REPORT_MODULES": "tests.browser.reports",
     "WORKER_HEARTBEAT_S": "1",
+    "CALLBACK_ALLOWED_HOSTS": "127.0.0.1",  # the destinations' fake servers
 }
 
 

@@ -54,6 +54,8 @@ TABLES = (
     "schedules",
     "tenant_policies",
     "report_type_policies",
+    "destinations",
+    "open_letter_counts",
 )
 MAIN_HEALTH_KEY = "arq:queue:health-check"
 DEAD_LETTER_HEALTH_KEY = "arq:dead-letters:health-check"
