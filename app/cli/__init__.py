@@ -9,6 +9,7 @@ import sys
 import typer
 
 from app.cli import dead_letters, fleet, jobs, submit
+from app.cli.destinations import deliveries_cmd, destinations
 from app.cli.fairshare import tenants, types
 from app.cli.keys import keys
 from app.cli.schedules import schedules
@@ -18,6 +19,7 @@ __all__ = ["cli", "main"]
 cli = typer.Typer(help="report-orchestrator command line", no_args_is_help=True)
 cli.add_typer(keys, name="keys")
 cli.add_typer(schedules, name="schedules")
+cli.add_typer(destinations, name="destinations")
 cli.add_typer(tenants, name="tenants")
 cli.add_typer(types, name="types")
 # The top-level commands, in the order `reportctl --help` lists them.
@@ -28,6 +30,7 @@ cli.command()(jobs.cancel)
 cli.command("dead-letters")(dead_letters.dead_letters_cmd)
 cli.command("replay-dead")(dead_letters.replay_dead)
 cli.command()(dead_letters.resolve)
+cli.command("deliveries")(deliveries_cmd)
 cli.command("workers")(fleet.workers_cmd)
 
 

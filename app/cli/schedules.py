@@ -29,6 +29,16 @@ def schedules_create(
         list[str] | None, typer.Option("--exclude-date", help="YYYY-MM-DD that never fires; repeat")
     ] = None,
     paused: Annotated[bool, typer.Option("--paused", help="Create it paused")] = False,
+    deliver_to: Annotated[
+        list[str] | None,
+        typer.Option("--deliver-to", help="Each fire's report goes here (name or id); repeat"),
+    ] = None,
+    notify_to: Annotated[
+        list[str] | None, typer.Option("--notify-to", help="Owners told of dead, late, missed fires; repeat")
+    ] = None,
+    deadline: Annotated[
+        str | None, typer.Option(help="HH:MM local: a fire's job not done by then is late")
+    ] = None,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = "",
 ) -> None:
@@ -44,6 +54,9 @@ def schedules_create(
         "overlap": overlap,
         "exclude_dates": exclude_date or [],
         "paused": paused,
+        "deliver_to": [{"destination": d} for d in deliver_to or []],
+        "notify_to": notify_to or [],
+        "deadline": deadline,
     }
     with api_client(api_url, api_key) as client:
         print_response(client.post("/v1/schedules", json=body))

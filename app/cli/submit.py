@@ -113,6 +113,9 @@ def submit(
         int | None, typer.Option(min=0, max=9, help="0–9, higher first (default: the type's, else 5)")
     ] = None,
     idempotency_key: Annotated[str | None, typer.Option(help="Idempotency-Key header")] = None,
+    deliver_to: Annotated[
+        list[str] | None, typer.Option("--deliver-to", help="A destination (name or id) once done; repeat")
+    ] = None,
     from_file: Annotated[
         Path | None,
         typer.Option("--from-file", help="JSON lines, one POST /v1/jobs/batch item each", dir_okay=False),
@@ -141,6 +144,8 @@ def submit(
         body["run_at"] = run_at
     if priority is not None:
         body["priority"] = priority
+    if deliver_to:
+        body["deliver_to"] = [{"destination": d} for d in deliver_to]
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     with api_client(api_url, api_key) as client:
         print_response(client.post("/v1/jobs", json=body, headers=headers))
