@@ -83,5 +83,7 @@ async def workers(request: Request, viewer: ViewerDep) -> Response:
 
 @router.get("/alerts", response_class=HTMLResponse)
 async def alerts(request: Request, viewer: ViewerDep) -> Response:
-    sinks, deliveries = await service.alerts(viewer.principal.tenant_scope)
-    return render(request, "alerts.html", viewer, page="alerts", sinks=sinks, deliveries=deliveries)
+    sinks, deliveries, failing = await service.alerts(viewer.principal.tenant_scope)
+    return render(
+        request, "alerts.html", viewer, page="alerts", sinks=sinks, deliveries=deliveries, failing=failing
+    )

@@ -21,6 +21,7 @@ from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository, LetterFilter
 from app.dead_letters.service import list_letters
+from app.destinations.repository import DeliveryRepository, FailingDestination
 from app.fleet.service import ListedProcess, list_processes
 from app.jobs import service as jobs
 from app.jobs.list_repository import JobFilter
@@ -134,10 +135,16 @@ async def workers(scope: TenantScope) -> tuple[list[ListedProcess], dict[str, li
     return processes, by_worker
 
 
-async def alerts(scope: TenantScope, limit: int = 100) -> tuple[list[SinkHealth], list[AlertRow]]:
+async def alerts(
+    scope: TenantScope, limit: int = 100
+) -> tuple[list[SinkHealth], list[AlertRow], list[FailingDestination]]:
+    """The alert sinks' health, the recent alert deliveries, and the destinations that gave up deliveries
+    in the last day."""
+    since = utcnow() - timedelta(days=1)
     async with session_scope() as session:
         repo = ConsoleRepository(session)
-        return await repo.sink_health(), await repo.recent_alerts(scope, limit)
+        failing = await DeliveryRepository(session).failing_destinations(scope, since)
+        return await repo.sink_health(), await repo.recent_alerts(scope, limit), failing
 
 
 @dataclass(frozen=True)

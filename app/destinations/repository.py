@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, or_, select
+from sqlalchemy import delete, func, or_, select
 
 from app.core.repository import Repository, table_of
 from app.core.states import DeliveryStatus
@@ -21,6 +22,16 @@ DELIVERIES = table_of(ReportDelivery)
 delivery = DELIVERIES.c
 RUNS = table_of(ScheduleRun)
 run = RUNS.c
+
+
+@dataclass(frozen=True)
+class FailingDestination:
+    name: str
+    kind: str
+    tenant: str
+    failed: int
+    last_failed_at: datetime
+    last_error: str | None
 
 
 class DestinationRepository(Repository):
@@ -159,15 +170,24 @@ class DeliveryRepository(Repository):
         )
         return await self.all(stmt, str)
 
-    async def failing_destinations(self, since: datetime) -> list[tuple[str, str, int, str | None]]:
-        """Destinations whose deliveries failed for good since `since`: (id, name, failures, last error)."""
-        failed = and_(delivery.status == DeliveryStatus.FAILED.value, delivery.created_at >= since)
-        stmt = select(delivery.destination_id, delivery.destination_name, delivery.last_error).where(failed)
-        out: dict[str, tuple[str, str, int, str | None]] = {}
-        for dest_id, name, error in (await self.session.execute(stmt)).all():
-            _, _, n, _ = out.get(dest_id, (dest_id, name, 0, None))
-            out[dest_id] = (dest_id, name, n + 1, error)
-        return list(out.values())
+    async def failing_destinations(self, scope: TenantScope, since: datetime) -> list[FailingDestination]:
+        """Destinations with deliveries given up (`failed`) created since `since`: how many, the newest
+        error. Reads the failed rows of the window only (the status index)."""
+        stmt = (
+            select(
+                delivery.destination_name,
+                delivery.kind,
+                delivery.tenant,
+                func.count(),
+                func.max(delivery.created_at),
+                func.max(delivery.last_error),
+            )
+            .where(delivery.status == DeliveryStatus.FAILED.value, delivery.created_at >= since)
+            .group_by(delivery.destination_id, delivery.destination_name, delivery.kind, delivery.tenant)
+        )
+        if scope.tenant is not None:
+            stmt = stmt.where(delivery.tenant == scope.tenant)
+        return [FailingDestination(*row) for row in (await self.session.execute(stmt)).all()]
 
     async def job_and_schedule(self, job_id: str | None) -> tuple[ReportJob | None, Schedule | None]:
         """What a delivery's message tells: the job as it ended, and the schedule that made it (if any)."""

@@ -46,6 +46,8 @@ def check_address(addr: str) -> str | None:
     reason = check_header_value("an email address", addr)
     if reason is not None:
         return reason
+    if ":" in addr or ";" in addr:  # group syntax ("Bcc: x@evil.test;") would smuggle in more addresses
+        return "must be exactly one email address (no group syntax)"
     pairs = getaddresses([addr])
     if len(pairs) != 1 or not pairs[0][1]:
         return "must be exactly one email address"
