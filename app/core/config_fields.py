@@ -200,6 +200,10 @@ class NotifyFields(BaseSettings):
         10.0, gt=0, description="Wait after a delivery's first failed try; doubles up to DELIVERY_RETRY_MAX_S"
     )
     delivery_retry_max_s: float = Field(600.0, gt=0, description="Longest wait between two delivery tries")
+    slow_run_factor: float = Field(
+        3.0, gt=1, description="A schedule's job is slow (owners told) past this times its type's recent p95"
+    )
+    slow_run_floor_s: float = Field(60.0, ge=0, description="… and past this many seconds")
     delivery_timeout_s: float = Field(
         10.0, gt=0, description="Timeout of one send (an HTTP call to a robot or webhook, an SMTP session)"
     )

@@ -1,5 +1,5 @@
-"""Owners' notices of a schedule (`notify_to`): a fire's job that died, a fire's job not done by the
-schedule's `deadline`, a fire missed or skipped; each subject reaches each destination once.
+"""Owners' notices of a schedule (`notify_to`): a fire's job that died, ran much slower than usual, was not
+done by the schedule's `deadline`, a fire missed or skipped; each subject reaches each destination once.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.config import get_settings
 from app.core.states import JobStatus
 from app.destinations.delivery import Notice, stage_notice
 from app.destinations.repository import DeliveryRepository
@@ -71,6 +72,48 @@ def late(schedule: Schedule, fire: datetime, due: datetime, job: ReportJob | Non
         job_id=job.id if job is not None else None,
         schedule_id=schedule.id,
     )
+
+
+SLOW_SAMPLES = 20  # the type's recent runs a slow run is measured against (at least this many, the last 100)
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+async def slow(session: AsyncSession, job: ReportJob) -> list[str]:
+    """A schedule's job that just ended done, much slower than the type's recent runs: its owners hear it."""
+    if job.status != JobStatus.DONE or job.schedule_id is None or job.started_at is None:
+        return []
+    repo = DeliveryRepository(session)
+    _, schedule = await repo.job_and_schedule(job.id)
+    if schedule is None or not schedule.notify_to or job.finished_at is None:
+        return []
+    settings = get_settings()
+    took_s = (job.finished_at - job.started_at).total_seconds()
+    if took_s <= settings.slow_run_floor_s:
+        return []
+    recent = await repo.recent_run_times_s(job, 100)
+    if len(recent) < SLOW_SAMPLES or took_s <= settings.slow_run_factor * (usual := p95(recent)):
+        return []
+    notice = Notice(
+        tenant=job.tenant,
+        event="slow",
+        subject=f"slow:{job.id}:{job.replay_count}",
+        destination_ids=list(schedule.notify_to),
+        title=f"{schedule.name} was slow: {took_s:.0f} s (its recent p95: {usual:.0f} s)",
+        lines=[
+            ("Schedule", schedule.name),
+            ("Report", job.report_type),
+            ("Job", job.id),
+            ("Took", f"{took_s:.0f} s"),
+            ("Recent p95", f"{usual:.0f} s ({len(recent)} runs)"),
+        ],
+        job_id=job.id,
+        schedule_id=schedule.id,
+    )
+    return await stage_notice(session, notice)
 
 
 async def dead(session: AsyncSession, job: ReportJob) -> list[str]:

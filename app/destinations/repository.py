@@ -21,6 +21,7 @@ dest = DESTINATIONS.c
 DELIVERIES = table_of(ReportDelivery)
 delivery = DELIVERIES.c
 RUNS = table_of(ScheduleRun)
+jobs = table_of(ReportJob).c
 run = RUNS.c
 
 
@@ -220,3 +221,23 @@ class DeliveryRepository(Repository):
         if run_ids:
             stmt = RUNS.update().where(run.id.in_(list(run_ids))).values(deadline_at=None)
             await self.session.execute(stmt)
+
+    async def recent_run_times_s(self, job: ReportJob, limit: int) -> list[float]:
+        """How long the type's last `limit` done jobs of this tenant ran (started to finished, this one left
+        out): a range of the (tenant, report_type, status, id) index, newest first."""
+        stmt = (
+            select(jobs.started_at, jobs.finished_at)
+            .where(
+                jobs.tenant == job.tenant,
+                jobs.report_type == job.report_type,
+                jobs.status == "done",
+                jobs.id < job.id,
+            )
+            .order_by(jobs.id.desc())
+            .limit(limit)
+        )
+        return [
+            (finished - started).total_seconds()
+            for started, finished in (await self.session.execute(stmt)).all()
+            if started is not None and finished is not None
+        ]

@@ -51,7 +51,8 @@ async def stage_terminal_effects(session: AsyncSession, job_id: str) -> Terminal
             session, job.id, job.tenant, job.callback_url, job.status.value, document
         )
     ordering = (job.tenant, job.ordering_key, job.id) if job.ordering_key else None
-    staged = await delivery.stage_deliveries(session, job) + await notices.dead(session, job)
+    staged = await delivery.stage_deliveries(session, job)
+    staged += await notices.dead(session, job) + await notices.slow(session, job)
     return TerminalEffects(delivery_id, ordering, tuple(staged))
 
 

@@ -12,8 +12,12 @@ from typing import Any
 
 import httpx
 
+from app.core.db import session_scope
+from app.core.ids import new_id
+from app.core.states import JobStatus
 from app.core.times import utcnow
 from app.maintenance.deadlines import check_deadlines
+from app.models import ReportJob
 from app.schedules.firing import fire_due
 from tests.utils.destinations import make_destination, webhook_body
 from tests.utils.schedules import create_schedule, make_due, schedule_jobs
@@ -96,3 +100,33 @@ async def test_a_fires_job_that_dies_tells_its_owners(
     [job] = await schedule_jobs(sid)
     [notice] = notices(receiver, "dead")
     assert notice["job_id"] == job.id and "is dead" in receiver.accepted[0].body["title"]
+
+
+async def insert_done_runs(tenant: str, report_type: str, count: int, took_s: float) -> None:
+    """`count` done jobs of the type that each ran `took_s` (the history a slow run is measured against)."""
+    now = utcnow() - timedelta(hours=1)
+    async with session_scope() as session:
+        for n in range(count):
+            started = now + timedelta(seconds=n)
+            job = ReportJob(
+                id=new_id(), tenant=tenant, report_type=report_type, params={}, status=JobStatus.DONE,
+                max_attempts=1, timeout_s=60, created_at=started, updated_at=started, started_at=started,
+                finished_at=started + timedelta(seconds=took_s),
+            )  # fmt: skip
+            session.add(job)
+
+
+async def test_a_fires_job_much_slower_than_its_types_recent_runs_tells_its_owners(
+    client: httpx.AsyncClient, auth: dict[str, str], receiver: Any, env: Any
+) -> None:
+    await env.set(SLOW_RUN_FLOOR_S="0.5", SLOW_RUN_FACTOR="3")
+    await make_destination(client, auth, webhook_body(receiver))
+    await insert_done_runs("acme", "demo.sleep", 20, took_s=0.1)
+    base = next_whole_hour_a_day_ahead()
+    sid = await hourly_with_owners(client, auth, base, report_type="demo.sleep", params={"seconds": 1})
+    assert await fire_due(base + timedelta(seconds=1)) == 1
+    await drain()
+    await drain_alerts()
+    [notice] = notices(receiver, "slow")
+    [job] = await schedule_jobs(sid)
+    assert notice["job_id"] == job.id and notice["facts"]["Recent p95"].endswith("(20 runs)")
