@@ -79,6 +79,7 @@ async def env(
             "finished_minutes",
             "open_letter_counts",
             "destinations",
+            "notify_routes",
         ):
             await session.execute(text(f"DELETE FROM {table}"))
     redis_server.flushall()

@@ -61,6 +61,17 @@ def upgrade() -> None:
     )
     op.create_index("ix_report_deliveries_due", "report_deliveries", ["status", "next_attempt_at"])
     op.create_index("ix_report_deliveries_job", "report_deliveries", ["job_id"])
+    op.create_table(
+        "notify_routes",
+        sa.Column("id", sa.String(length=26), nullable=False),
+        sa.Column("tenant", sa.String(length=64), nullable=False),
+        sa.Column("report_type", sa.String(length=100), nullable=True),
+        sa.Column("events", sa.JSON(), nullable=False),
+        sa.Column("destination_ids", sa.JSON(), nullable=False),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_index("ix_notify_routes_tenant", "notify_routes", ["tenant", "report_type"])
     # Plain ALTERs, not a batch: SQLite (3.35+) adds and drops these columns in place, where a batch would
     # copy report_jobs with its computed column.
     op.add_column("report_jobs", sa.Column("deliver_to", sa.JSON(), nullable=True))
@@ -80,6 +91,8 @@ def downgrade() -> None:
     op.drop_column("schedules", "deliver_to")
     op.drop_column("report_jobs", "output_rows")
     op.drop_column("report_jobs", "deliver_to")
+    op.drop_index("ix_notify_routes_tenant", table_name="notify_routes")
+    op.drop_table("notify_routes")
     op.drop_index("ix_report_deliveries_job", table_name="report_deliveries")
     op.drop_index("ix_report_deliveries_due", table_name="report_deliveries")
     op.drop_table("report_deliveries")

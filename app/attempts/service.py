@@ -22,6 +22,7 @@ from app.core.states import STARTABLE, AttemptKey, AttemptOutcome, JobStatus, st
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository
+from app.destinations import delivery, notices
 from app.dispatch import queue
 from app.jobs.effects import NO_EFFECTS, TerminalEffects, stage_terminal_effects
 from app.jobs.repository import JobRepository
@@ -260,7 +261,7 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
             log.warning("late failure discarded", extra={"job_id": key.job_id, "attempt": key.attempt})
             return FailResult(applied=False)
         await attempts.finish_attempt(key, outcome, now, error)
-        letter_id, effects = None, NO_EFFECTS
+        letter_id, effects, noticed = None, NO_EFFECTS, []
         if target == JobStatus.DEAD:
             letter_id = new_id()
             await DeadLetterRepository(session).add_letter(
@@ -279,6 +280,7 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
         if target != JobStatus.RETRYING:
             effects = await terminal_effects(session, key)
         if letter_id is not None:
+            noticed = await notices.dead(session, key.job_id)
             await DeadLetterRepository(session).count_opened(job.tenant)
     labels = _labelled(key, job)
     metrics.count_attempt(labels, outcome, key.started_at or job.started_at, now)
@@ -289,6 +291,7 @@ async def fail_attempt(key: AttemptKey, outcome: AttemptOutcome, error: dict[str
         log_terminal(key, target)
     if letter_id is not None:
         await queue.enqueue_dead_letter(letter_id)
+        await delivery.publish(noticed)
     await effects.publish()
     return FailResult(applied=True, status=target, delay_s=delay_s)
 

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.config import get_settings
 from app.core.states import JobStatus
 from app.destinations.delivery import Notice, stage_notice
-from app.destinations.repository import DeliveryRepository
+from app.destinations.repository import DeliveryRepository, DestinationRepository
 from app.models import ReportJob, Schedule
 
 
@@ -82,13 +82,23 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
 
 
+async def owners(session: AsyncSession, job: ReportJob, event: str) -> tuple[list[str], Schedule | None]:
+    """Who hears `event` of this job: its schedule's `notify_to` and the tenant's routes for it (ids)."""
+    _, schedule = await DeliveryRepository(session).job_and_schedule(job.id)
+    ids = list(schedule.notify_to or []) if schedule is not None else []
+    for destination_id in await DestinationRepository(session).routes_for(job.tenant, job.report_type, event):
+        if destination_id not in ids:
+            ids.append(destination_id)
+    return ids, schedule
+
+
 async def slow(session: AsyncSession, job: ReportJob) -> list[str]:
-    """A schedule's job that just ended done, much slower than the type's recent runs: its owners hear it."""
-    if job.status != JobStatus.DONE or job.schedule_id is None or job.started_at is None:
+    """A job that just ended done, much slower than its type's recent runs: its owners hear it."""
+    if job.status != JobStatus.DONE or job.started_at is None or job.finished_at is None:
         return []
     repo = DeliveryRepository(session)
-    _, schedule = await repo.job_and_schedule(job.id)
-    if schedule is None or not schedule.notify_to or job.finished_at is None:
+    ids, schedule = await owners(session, job, "slow")
+    if not ids:
         return []
     settings = get_settings()
     took_s = (job.finished_at - job.started_at).total_seconds()
@@ -97,47 +107,50 @@ async def slow(session: AsyncSession, job: ReportJob) -> list[str]:
     recent = await repo.recent_run_times_s(job, 100)
     if len(recent) < SLOW_SAMPLES or took_s <= settings.slow_run_factor * (usual := p95(recent)):
         return []
+    what = schedule.name if schedule is not None else job.report_type
     notice = Notice(
         tenant=job.tenant,
         event="slow",
         subject=f"slow:{job.id}:{job.replay_count}",
-        destination_ids=list(schedule.notify_to),
-        title=f"{schedule.name} was slow: {took_s:.0f} s (its recent p95: {usual:.0f} s)",
+        destination_ids=ids,
+        title=f"{what} was slow: {took_s:.0f} s (its recent p95: {usual:.0f} s)",
         lines=[
-            ("Schedule", schedule.name),
+            ("Schedule", schedule.name if schedule is not None else "-"),
             ("Report", job.report_type),
             ("Job", job.id),
             ("Took", f"{took_s:.0f} s"),
             ("Recent p95", f"{usual:.0f} s ({len(recent)} runs)"),
         ],
         job_id=job.id,
-        schedule_id=schedule.id,
+        schedule_id=job.schedule_id,
     )
     return await stage_notice(session, notice)
 
 
-async def dead(session: AsyncSession, job: ReportJob) -> list[str]:
-    """A schedule's job that just died: its owners hear it (staged in the death's transaction)."""
-    if job.status != JobStatus.DEAD or job.schedule_id is None:
+async def dead(session: AsyncSession, job_id: str) -> list[str]:
+    """A job that just died: its owners hear it (staged in the death's transaction), beside the alert."""
+    job, _ = await DeliveryRepository(session).job_and_schedule(job_id)
+    if job is None or job.status != JobStatus.DEAD:
         return []
-    _, schedule = await DeliveryRepository(session).job_and_schedule(job.id)
-    if schedule is None or not schedule.notify_to:
+    ids, schedule = await owners(session, job, "dead")
+    if not ids:
         return []
     error = (job.last_error or {}).get("message", "") if isinstance(job.last_error, dict) else ""
     fire = job.scheduled_for
+    what = schedule.name if schedule is not None else job.report_type
     notice = Notice(
         tenant=job.tenant,
         event="dead",
         subject=f"dead:{job.id}:{job.replay_count}",
-        destination_ids=list(schedule.notify_to),
-        title=f"{schedule.name} failed: {job.report_type} is dead after {job.attempt} attempts",
+        destination_ids=ids,
+        title=f"{what} failed: {job.report_type} is dead after {job.attempt} attempts",
         lines=[
-            ("Schedule", schedule.name),
-            ("Fire", local_label(fire, schedule.timezone) if fire else "-"),
+            ("Schedule", schedule.name if schedule is not None else "-"),
+            ("Fire", local_label(fire, schedule.timezone) if fire and schedule is not None else "-"),
             ("Job", job.id),
             ("Error", str(error)[:300] or "-"),
         ],
         job_id=job.id,
-        schedule_id=schedule.id,
+        schedule_id=job.schedule_id,
     )
     return await stage_notice(session, notice)

@@ -14,8 +14,10 @@ from sqlalchemy import delete, func, or_, select
 from app.core.repository import Repository, table_of
 from app.core.states import DeliveryStatus
 from app.core.tenancy import TenantScope
-from app.models import Destination, ReportDelivery, ReportJob, Schedule, ScheduleRun
+from app.models import Destination, NotifyRoute, ReportDelivery, ReportJob, Schedule, ScheduleRun
 
+ROUTES = table_of(NotifyRoute)
+ROUTES_A_TENANT = 100
 DESTINATIONS = table_of(Destination)
 dest = DESTINATIONS.c
 DELIVERIES = table_of(ReportDelivery)
@@ -74,6 +76,32 @@ class DestinationRepository(Repository):
 
     async def remove(self, destination_id: str) -> int:
         return await self.rowcount(delete(DESTINATIONS).where(dest.id == destination_id))
+
+    async def add_route(self, row: NotifyRoute) -> None:
+        self.session.add(row)
+        await self.session.flush()
+
+    async def routes(self, scope: TenantScope) -> list[NotifyRoute]:
+        stmt = select(NotifyRoute).order_by(ROUTES.c.id).limit(ROUTES_A_TENANT)
+        if scope.tenant is not None:
+            stmt = stmt.where(ROUTES.c.tenant == scope.tenant)
+        return await self.all(stmt, NotifyRoute)
+
+    async def routes_for(self, tenant: str, report_type: str, event: str) -> list[str]:
+        """The destinations a tenant's routes send this event of this type to (its few routes, by index)."""
+        of_type = or_(ROUTES.c.report_type.is_(None), ROUTES.c.report_type == report_type)
+        stmt = select(NotifyRoute).where(ROUTES.c.tenant == tenant, of_type)
+        out: list[str] = []
+        for route in await self.all(stmt.limit(ROUTES_A_TENANT), NotifyRoute):
+            if event in route.events:
+                out += [d for d in route.destination_ids if d not in out]
+        return out
+
+    async def remove_route(self, route_id: str, scope: TenantScope) -> int:
+        stmt = delete(ROUTES).where(ROUTES.c.id == route_id)
+        if scope.tenant is not None:
+            stmt = stmt.where(ROUTES.c.tenant == scope.tenant)
+        return await self.rowcount(stmt)
 
 
 class DeliveryRepository(Repository):

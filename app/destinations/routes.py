@@ -18,6 +18,9 @@ from app.destinations.schemas import (
     DestinationBody,
     DestinationPage,
     DestinationPublic,
+    NotifyRouteCreate,
+    NotifyRouteList,
+    NotifyRoutePublic,
 )
 from app.http.errors import problem_responses
 from app.http.pagination import ULID_RE, Cursor, Limit, decode_cursor, next_cursor
@@ -125,3 +128,37 @@ async def resend_delivery(job_id: JobId, delivery_id: DeliveryId, principal: Pri
         _checked(job_id, "job"), _checked(delivery_id, "delivery"), principal.tenant_scope
     )
     return model_response(DeliveryPublic.of(row), 202)
+
+
+@router.post(
+    "/v1/notify-routes",
+    status_code=201,
+    response_model=NotifyRoutePublic,
+    responses=problem_responses(401, 403, 413, 422, 503),
+    summary="Tell destinations when the tenant's jobs (of a type, or all) die or run slow",
+)
+async def create_route(body: NotifyRouteCreate, principal: PrincipalDep) -> Response:
+    row = await service.create_route(principal.tenant, body)
+    return model_response(NotifyRoutePublic.of(row), 201)
+
+
+@router.get(
+    "/v1/notify-routes",
+    response_model=NotifyRouteList,
+    responses=problem_responses(401, 403, 503),
+    summary="List the tenant's notify routes",
+)
+async def list_routes(principal: PrincipalDep) -> Response:
+    rows = await service.list_routes(principal.tenant_scope)
+    return model_response(NotifyRouteList(items=[NotifyRoutePublic.of(r) for r in rows]))
+
+
+@router.delete(
+    "/v1/notify-routes/{route_id}",
+    status_code=204,
+    responses=problem_responses(401, 403, 404, 503),
+    summary="Delete a notify route",
+)
+async def delete_route(route_id: Annotated[str, Path()], principal: PrincipalDep) -> Response:
+    await service.delete_route(_checked(route_id, "notify route"), principal.tenant_scope)
+    return Response(status_code=204)

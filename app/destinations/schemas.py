@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.core.states import DeliveryStatus
 from app.destinations.senders.email import check_address
-from app.models import Destination, ReportDelivery
+from app.models import Destination, NotifyRoute, ReportDelivery
 
 NAME_PATTERN = r"^[\w.\-]{1,100}$"
 MOBILE = Annotated[str, Field(pattern=r"^\+?[0-9]{5,20}$")]
@@ -198,3 +198,39 @@ class DeliveryPublic(BaseModel):
 
 class DeliveryList(BaseModel):
     items: list[DeliveryPublic]
+
+
+class NotifyRouteCreate(BaseModel):
+    """A tenant's standing order: its jobs (of one report type, or all) that die or run slow are told."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    report_type: str | None = Field(None, min_length=1, max_length=100, description="None: every type")
+    events: list[Literal["dead", "slow"]] = Field(min_length=1, max_length=2)
+    notify_to: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+        min_length=1, max_length=10, description="Destination names or ids of the tenant's own"
+    )
+
+
+class NotifyRoutePublic(BaseModel):
+    id: str
+    tenant: str
+    report_type: str | None
+    events: list[str]
+    notify_to: list[str] = Field(description="Destination ids")
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: NotifyRoute) -> NotifyRoutePublic:
+        return cls(
+            id=row.id,
+            tenant=row.tenant,
+            report_type=row.report_type,
+            events=row.events,
+            notify_to=row.destination_ids,
+            created_at=row.created_at,
+        )
+
+
+class NotifyRouteList(BaseModel):
+    items: list[NotifyRoutePublic]

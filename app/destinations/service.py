@@ -16,9 +16,9 @@ from app.core.ids import new_id
 from app.core.tenancy import TenantScope
 from app.core.times import utcnow
 from app.destinations.repository import DestinationRepository
-from app.destinations.schemas import SECRET_FIELDS, DeliverTo, DestinationBody, EmailBody
+from app.destinations.schemas import SECRET_FIELDS, DeliverTo, DestinationBody, EmailBody, NotifyRouteCreate
 from app.http.ssrf import CallbackRefused, check_host, check_url
-from app.models import Destination
+from app.models import Destination, NotifyRoute
 
 
 def split(body: DestinationBody) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -143,3 +143,25 @@ async def resolve_refs(tenant: str, refs: Sequence[str], loc: str) -> list[str] 
     """Names or ids of the tenant's own destinations as their ids (a 422 naming any other)."""
     resolved = await resolve_deliver_to(tenant, [DeliverTo(destination=ref) for ref in refs], loc)
     return [item["destination_id"] for item in resolved] if resolved else None
+
+
+async def create_route(tenant: str, body: NotifyRouteCreate) -> NotifyRoute:
+    ids = await resolve_refs(tenant, body.notify_to, "notify_to") or []
+    row = NotifyRoute(
+        id=new_id(), tenant=tenant, report_type=body.report_type, events=sorted(set(body.events)),
+        destination_ids=ids, created_at=utcnow(),
+    )  # fmt: skip
+    async with session_scope() as session:
+        await DestinationRepository(session).add_route(row)
+    return row
+
+
+async def list_routes(scope: TenantScope) -> list[NotifyRoute]:
+    async with session_scope() as session:
+        return await DestinationRepository(session).routes(scope)
+
+
+async def delete_route(route_id: str, scope: TenantScope) -> None:
+    async with session_scope() as session:
+        if await DestinationRepository(session).remove_route(route_id, scope) != 1:
+            raise NotFound(f"No notify route {route_id!r}.")

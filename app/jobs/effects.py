@@ -52,7 +52,7 @@ async def stage_terminal_effects(session: AsyncSession, job_id: str) -> Terminal
         )
     ordering = (job.tenant, job.ordering_key, job.id) if job.ordering_key else None
     staged = await delivery.stage_deliveries(session, job)
-    staged += await notices.dead(session, job) + await notices.slow(session, job)
+    staged += await notices.slow(session, job)
     return TerminalEffects(delivery_id, ordering, tuple(staged))
 
 

@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from app.core.sqltypes import UTCDateTime, str_enum
 from app.core.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
 from app.core.times import utcnow
-from app.models.destinations import Destination, ReportDelivery
+from app.models.destinations import Destination, NotifyRoute, ReportDelivery
 
 
 def _ts(nullable: bool = True, index: bool = False) -> Any:
@@ -392,7 +392,7 @@ class OpenLetterCount(SQLModel, table=True):
     letters: int = Field(default=0, nullable=False)
 
 
-__all__ = ["Destination", "ReportDelivery"]  # defined beside, re-exported with every other table
+__all__ = ["Destination", "NotifyRoute", "ReportDelivery"]  # defined beside, re-exported
 
 # Rows built with model_construct (app/jobs/building.py) are read before any query would have configured
 # the ORM's mappers in a fresh process: configure them once, now that every model is defined.

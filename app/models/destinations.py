@@ -1,5 +1,5 @@
-"""The tables of destinations (a tenant's robots, mail servers and webhooks) and of report deliveries (the
-outbox of a finished report to each destination: one row a destination a job's run, retried until accepted).
+"""The tables of destinations (a tenant's robots, mail servers and webhooks), of report deliveries (the outbox
+of finished reports and owners' notices, one row a destination a subject) and of a tenant's notify routes.
 """
 
 from __future__ import annotations
@@ -67,4 +67,19 @@ class ReportDelivery(SQLModel, table=True):
     lease_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
     last_error: str | None = Field(default=None, max_length=500)
     sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class NotifyRoute(SQLModel, table=True):
+    """A tenant's standing order: its jobs (of one report type, or all) that die or run slow are told to
+    these destinations, beside the global alert sinks and a schedule's own `notify_to`."""
+
+    __tablename__ = "notify_routes"
+    __table_args__ = (sa.Index("ix_notify_routes_tenant", "tenant", "report_type"),)
+
+    id: str = Field(primary_key=True, max_length=26)
+    tenant: str = Field(max_length=64)
+    report_type: str | None = Field(default=None, max_length=100)  # None: every report type
+    events: list[str] = Field(default_factory=list, sa_type=sa.JSON, nullable=False)  # dead | slow
+    destination_ids: list[str] = Field(default_factory=list, sa_type=sa.JSON, nullable=False)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

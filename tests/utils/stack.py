@@ -55,6 +55,7 @@ TABLES = (
     "tenant_policies",
     "report_type_policies",
     "destinations",
+    "notify_routes",
     "open_letter_counts",
 )
 MAIN_HEALTH_KEY = "arq:queue:health-check"

@@ -130,3 +130,23 @@ async def test_a_fires_job_much_slower_than_its_types_recent_runs_tells_its_owne
     [notice] = notices(receiver, "slow")
     [job] = await schedule_jobs(sid)
     assert notice["job_id"] == job.id and notice["facts"]["Recent p95"].endswith("(20 runs)")
+
+
+async def test_a_tenants_route_tells_of_any_dead_job_of_its_type_and_not_of_others(
+    client: httpx.AsyncClient, auth: dict[str, str], receiver: Any
+) -> None:
+    await make_destination(client, auth, webhook_body(receiver))
+    route = {"report_type": "demo.flaky", "events": ["dead"], "notify_to": ["warehouse-hook"]}
+    resp = await client.post("/v1/notify-routes", json=route, headers=auth)
+    assert resp.status_code == 201, resp.text
+    bad = await client.post("/v1/notify-routes", json={**route, "notify_to": ["nowhere"]}, headers=auth)
+    assert bad.status_code == 422
+    body = {"report_type": "demo.flaky", "params": {"fail_times": 1, "permanent": True}}
+    job_id = (await client.post("/v1/jobs", json=body, headers=auth)).json()["id"]
+    await drain()
+    await drain_alerts()
+    [notice] = notices(receiver, "dead")
+    assert notice["job_id"] == job_id and notice["schedule_id"] is None
+    listed = (await client.get("/v1/notify-routes", headers=auth)).json()["items"]
+    assert [r["events"] for r in listed] == [["dead"]]
+    assert (await client.delete(f"/v1/notify-routes/{listed[0]['id']}", headers=auth)).status_code == 204
