@@ -114,18 +114,19 @@ async def stage_notice(session: AsyncSession, notice: Notice) -> list[str]:
             "overrides": {},
             "status": DeliveryStatus.PENDING.value,
             "tries": 0,
+            "round": 0,
             "next_attempt_at": now,
             "created_at": now,
         }
         for target in targets
     ]
-    await DeliveryRepository(session).add_new(rows)
-    return [str(row["id"]) for row in rows]
+    return await DeliveryRepository(session).add_new(rows)
 
 
 async def publish(delivery_ids: list[str]) -> None:
+    """The queue message of each new delivery (its first round)."""
     for delivery_id in delivery_ids:
-        await queue.enqueue_delivery(delivery_id)
+        await queue.enqueue_delivery(delivery_id, 0)
 
 
 async def deliver(delivery_id: str) -> DeliveryOutcome:
@@ -151,8 +152,9 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
         wait_s = await redis_pool.take_rate_token(f"destination:{target.id}", per_minute)
         if wait_s is not None:
             return DeliveryOutcome("the robot's minute is full", retry_in_s=float(wait_s))
+    token = new_id()
     async with session_scope() as session:
-        leased = await DeliveryRepository(session).lease(row, now, now + timedelta(seconds=lease_s()))
+        leased = await DeliveryRepository(session).lease(row, now, now + timedelta(seconds=lease_s()), token)
     if not leased:
         return DeliveryOutcome("another sender has it")
     error, final = None, target is None
@@ -169,10 +171,10 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
             error = str(exc)
         except ValueError as exc:  # a message the destination can never take (a header it refuses)
             error, final = f"not sendable: {exc}", True
-    return await _recorded(row, error, final)
+    return await _recorded(row, token, error, final)
 
 
-async def _recorded(row: ReportDelivery, error: str | None, final: bool) -> DeliveryOutcome:
+async def _recorded(row: ReportDelivery, token: str, error: str | None, final: bool) -> DeliveryOutcome:
     settings = get_settings()
     tries = row.tries + 1
     now = utcnow()
@@ -189,7 +191,7 @@ async def _recorded(row: ReportDelivery, error: str | None, final: bool) -> Deli
             with attempt:
                 async with session_scope() as session:
                     sent_at = now if error is None else None
-                    await DeliveryRepository(session).record_try(row, status, error, next_at, sent_at)
+                    await DeliveryRepository(session).record_try(row, token, status, error, next_at, sent_at)
     except Exception as exc:
         if is_db_outage(exc) and error is None:
             log.error(
@@ -223,7 +225,7 @@ async def resend(job_id: str, delivery_id: str, scope: TenantScope) -> ReportDel
         await repo.resend(delivery_id, job_id, utcnow())
         row = await repo.get(delivery_id)
     assert row is not None
-    await queue.enqueue_delivery(delivery_id)
+    await queue.enqueue_delivery(delivery_id, row.round)  # a round of its own: never deduplicated away
     return row
 
 
@@ -232,9 +234,9 @@ async def republish_due(limit: int = 500) -> int:
     lease); arq's job id dedups them."""
     now: datetime = utcnow()
     async with session_scope() as session:
-        ids = await DeliveryRepository(session).due_ids(now, limit)
+        due = await DeliveryRepository(session).due(now, limit)
     published = 0
-    for delivery_id in ids:
-        if await queue.enqueue_delivery(delivery_id):
+    for delivery_id, round_ in due:
+        if await queue.enqueue_delivery(delivery_id, round_):
             published += 1
     return published

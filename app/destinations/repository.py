@@ -109,12 +109,15 @@ class DeliveryRepository(Repository):
         self.session.add_all(rows)
         await self.session.flush()
 
-    async def add_new(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Insert the rows whose (subject, destination) has none yet; the others are left out, not errors."""
+    async def add_new(self, rows: Sequence[dict[str, Any]]) -> list[str]:
+        """Insert the rows whose (subject, destination) has none yet, the others left out (not errors);
+        the ids of those inserted."""
         if not rows:
-            return
+            return []
         stmt = DELIVERIES.insert().prefix_with("IGNORE", dialect="mysql")
         await self.session.execute(stmt.prefix_with("OR IGNORE", dialect="sqlite"), list(rows))
+        ids = [str(row["id"]) for row in rows]
+        return await self.all(select(delivery.id).where(delivery.id.in_(ids)), str)
 
     async def get(self, delivery_id: str) -> ReportDelivery | None:
         stmt = (
@@ -126,43 +129,47 @@ class DeliveryRepository(Repository):
         stmt = select(ReportDelivery).where(delivery.job_id == job_id).order_by(delivery.id)
         return await self.all(stmt, ReportDelivery)
 
-    async def lease(self, row: ReportDelivery, now: datetime, until: datetime) -> bool:
+    async def lease(self, row: ReportDelivery, now: datetime, until: datetime, token: str) -> bool:
         """Take the right to send this try: pending, due, not leased by another sender (or its lease ran
-        out), and still at the try count read (a compare-and-set: two senders never both win)."""
+        out), and still at the round and try count read (a compare-and-set: two senders never both win).
+        `token` marks the lease: only its holder records the answer."""
         stmt = (
             DELIVERIES.update()
             .where(
                 delivery.id == row.id,
                 delivery.status == DeliveryStatus.PENDING.value,
                 delivery.tries == row.tries,
+                delivery.round == row.round,
                 delivery.next_attempt_at <= now,
                 or_(delivery.lease_until.is_(None), delivery.lease_until <= now),
             )
-            .values(lease_until=until)
+            .values(lease_until=until, lease_token=token)
         )
         return await self.rowcount(stmt) == 1
 
     async def record_try(
         self,
         row: ReportDelivery,
+        token: str,
         status: DeliveryStatus,
         error: str | None,
         next_at: datetime | None,
         sent_at: datetime | None,
     ) -> int:
-        """One try's result, compare-and-set on the try count read before the send: running it again after a
-        commit whose answer was lost changes nothing."""
+        """One try's result, by the lease's holder only (its token): running it again after a commit whose
+        answer was lost changes nothing, nor does it undo a resend that came since (a new round, no token)."""
         values: dict[str, Any] = {
             "status": status.value,
             "tries": row.tries + 1,
             "last_error": error[:500] if error else None,
             "lease_until": None,
+            "lease_token": None,
             "sent_at": sent_at,
         }
         if next_at is not None:
             values["next_attempt_at"] = next_at
-        stmt = DELIVERIES.update().where(delivery.id == row.id, delivery.tries == row.tries).values(**values)
-        return await self.rowcount(stmt)
+        held = DELIVERIES.update().where(delivery.id == row.id, delivery.lease_token == token)
+        return await self.rowcount(held.values(**values))
 
     async def skip(self, row: ReportDelivery, reason: str) -> int:
         stmt = (
@@ -181,14 +188,21 @@ class DeliveryRepository(Repository):
                 delivery.job_id == job_id,
                 delivery.status != DeliveryStatus.PENDING.value,
             )
-            .values(status=DeliveryStatus.PENDING.value, next_attempt_at=now, lease_until=None, tries=0)
+            .values(
+                status=DeliveryStatus.PENDING.value,
+                next_attempt_at=now,
+                lease_until=None,
+                lease_token=None,
+                tries=0,
+                round=delivery.round + 1,
+            )
         )
         return await self.rowcount(stmt)
 
-    async def due_ids(self, now: datetime, limit: int) -> list[str]:
-        """Pending deliveries that are due and not leased (an index range of pending ones)."""
+    async def due(self, now: datetime, limit: int) -> list[tuple[str, int]]:
+        """Pending deliveries that are due and not leased (an index range of pending ones): id and round."""
         stmt = (
-            select(delivery.id)
+            select(delivery.id, delivery.round)
             .where(
                 delivery.status == DeliveryStatus.PENDING.value,
                 delivery.next_attempt_at <= now,
@@ -197,7 +211,7 @@ class DeliveryRepository(Repository):
             .order_by(delivery.next_attempt_at)
             .limit(limit)
         )
-        return await self.all(stmt, str)
+        return [(str(i), int(r)) for i, r in (await self.session.execute(stmt)).all()]
 
     async def failing_destinations(self, scope: TenantScope, since: datetime) -> list[FailingDestination]:
         """Destinations with deliveries given up (`failed`) created since `since`: how many, the newest

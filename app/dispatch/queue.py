@@ -163,24 +163,25 @@ async def enqueue_callback(delivery_id: str, defer_until: datetime | None = None
     return await _notify(DELIVER_CALLBACK, f"cb:{delivery_id}", delivery_id, defer_until)
 
 
-async def enqueue_delivery(delivery_id: str) -> bool:
-    """A finished report's delivery to a destination: the notifications process sends it."""
-    return await _notify(DELIVER_REPORT, f"dl:{delivery_id}", delivery_id, None)
+async def enqueue_delivery(delivery_id: str, round_: int) -> bool:
+    """A finished report's delivery (or a notice) to a destination: the notifications process sends it.
+    One message a round: a resend's is never taken for the running message of the round before."""
+    return await _notify(DELIVER_REPORT, f"dl:{delivery_id}:{round_}", delivery_id, None)
 
 
 async def _notify(function: str, arq_id: str, delivery_id: str, defer_until: datetime | None) -> bool:
-    """Publish on the failed channel (deduplicated by `arq_id`); False, logged, when Redis is away (the
-    scheduler re-publishes what MySQL says is due)."""
+    """Publish on the failed channel (deduplicated by `arq_id`); False when a message of that id is queued
+    or running already, or, logged, when Redis is away (the scheduler re-publishes what MySQL says is due)."""
     try:
         pool = await get_pool()
-        await pool.enqueue_job(
+        job = await pool.enqueue_job(
             function,
             delivery_id,
             _job_id=arq_id,
             _queue_name=get_settings().dead_letter_queue_name,
             _defer_until=defer_until,
         )
-        return True
+        return job is not None
     except Exception as exc:
         log.warning(
             "notification publish failed; the scheduler will re-publish",

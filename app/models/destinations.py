@@ -63,8 +63,10 @@ class ReportDelivery(SQLModel, table=True):
         nullable=False,
     )
     tries: int = Field(default=0, nullable=False)
+    round: int = Field(default=0, nullable=False)  # a resend starts the next round (its own queue message)
     next_attempt_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
     lease_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    lease_token: str | None = Field(default=None, max_length=26)  # the sender holding the lease
     last_error: str | None = Field(default=None, max_length=500)
     sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

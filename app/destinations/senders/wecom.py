@@ -30,6 +30,7 @@ TEXT_MAX_BYTES = 2048
 ELLIPSIS = "\n…"
 # 20 messages a minute per robot: at least this long between two messages to one URL.
 MIN_INTERVAL_S = 60 / 20
+MAX_WAIT_S = 10.0  # the longest a send waits for its slot (well inside a delivery's lease)
 _next_slot: dict[str, float] = {}
 
 
@@ -93,9 +94,13 @@ class WeComSender:
         self._timeout_s = timeout_s
 
     async def _space(self) -> None:
-        """Book the next free slot for this URL (no await between reading and booking), then wait for it."""
+        """Book the next free slot for this URL (no await between reading and booking), then wait for it; a
+        slot further than MAX_WAIT_S away is not booked: the send fails now (retried later) instead of
+        sleeping through its delivery's lease."""
         now = time.monotonic()
         slot = max(now, _next_slot.get(self._url, 0.0))
+        if slot - now > MAX_WAIT_S:
+            raise SendError(f"wecom robot busy: its next free slot is {slot - now:.0f} s away")
         _next_slot[self._url] = slot + MIN_INTERVAL_S
         if slot > now:
             await asyncio.sleep(slot - now)

@@ -1,6 +1,7 @@
 """Adversarial review of report deliveries and owners' notices: interleavings, lost answers and timing that
-lose, strand, duplicate or miscount a delivery. Each test states its finding; each fails on the code as
-reviewed (they are reproductions, not regressions to keep green).
+lose, strand, duplicate or miscount a delivery. Each test states the finding it reproduced on the code as
+reviewed; they pass since the fixes (a round a resend, the lease's token, the rows a notice really inserted,
+a bounded WeCom wait) and stay as regressions.
 
 Real MariaDB, Redis, in-process burst workers and the suite's fake receivers; the interleavings are forced
 with small wrappers around the product's own functions (no sleeps).
@@ -44,7 +45,7 @@ async def _resend(client: httpx.AsyncClient, auth: dict[str, str], job_id: str, 
     assert resp.status_code == 202, resp.text
 
 
-async def test_a_resend_landing_while_the_sends_arq_job_still_runs_is_not_sent(
+async def test_a_resend_landing_while_the_sends_arq_job_still_runs_is_sent(
     client: httpx.AsyncClient, auth: dict[str, str], receiver: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Finding: a resend accepted (202) while the delivery's previous arq job `dl:<id>` is still running
@@ -77,7 +78,7 @@ async def test_a_resend_landing_while_the_sends_arq_job_still_runs_is_not_sent(
     assert len(receiver.accepted) == 2, f"resend stranded: {after['status']}, tries {after['tries']}"
 
 
-async def test_a_resend_during_a_lost_record_answer_is_swallowed_as_sent(
+async def test_a_resend_during_a_lost_record_answer_is_sent_again(
     client: httpx.AsyncClient, auth: dict[str, str], receiver: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Finding (ABA on `tries`): `record_try` is a compare-and-set on the try count read before the send, and
@@ -115,7 +116,7 @@ async def test_a_resend_during_a_lost_record_answer_is_swallowed_as_sent(
     assert len(receiver.accepted) == 2, f"resend swallowed: {after['status']}, tries {after['tries']}"
 
 
-async def test_two_deadline_checks_at_once_count_one_late_notice_twice(
+async def test_two_deadline_checks_at_once_count_one_late_notice_once(
     client: httpx.AsyncClient, auth: dict[str, str], receiver: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Finding (miscount): `stage_notice` returns the ids of every row it tried to insert, including those
@@ -147,7 +148,7 @@ async def test_two_deadline_checks_at_once_count_one_late_notice_twice(
     assert sum(counts) == 1, f"one late notice staged, the checks report {counts}"
 
 
-async def test_wecom_deliveries_the_rate_token_admits_are_spaced_past_their_lease(
+async def test_wecom_sends_never_wait_for_a_slot_past_their_lease(
     wecom: Any, env: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Finding (lease and arq timeout outrun by the in-process spacing): the robot's rate token admits
