@@ -1,6 +1,6 @@
 """destinations (a tenant's robots, mail servers, webhooks) and report_deliveries (the outbox of finished
-reports and owners' notices to each destination); jobs and schedules take deliver_to, jobs output_rows,
-schedules notify_to and a deadline, schedule runs their deadline_at
+reports and owners' notices to each destination), notify_routes; jobs and schedules take deliver_to, jobs
+output_rows and keep_until, schedules notify_to, a deadline and keep_outputs_s, schedule runs deadline_at
 
 Revision ID: 0013
 Revises: 0012
@@ -78,6 +78,8 @@ def upgrade() -> None:
     # copy report_jobs with its computed column.
     op.add_column("report_jobs", sa.Column("deliver_to", sa.JSON(), nullable=True))
     op.add_column("report_jobs", sa.Column("output_rows", sa.Integer(), nullable=True))
+    op.add_column("report_jobs", sa.Column("keep_until", UTCDateTime(), nullable=True))
+    op.add_column("schedules", sa.Column("keep_outputs_s", sa.Integer(), nullable=True))
     op.add_column("schedules", sa.Column("deliver_to", sa.JSON(), nullable=True))
     op.add_column("schedules", sa.Column("notify_to", sa.JSON(), nullable=True))
     op.add_column("schedules", sa.Column("deadline", sa.String(length=5), nullable=True))
@@ -91,11 +93,11 @@ def downgrade() -> None:
     op.drop_column("schedules", "deadline")
     op.drop_column("schedules", "notify_to")
     op.drop_column("schedules", "deliver_to")
+    op.drop_column("schedules", "keep_outputs_s")
+    op.drop_column("report_jobs", "keep_until")
     op.drop_column("report_jobs", "output_rows")
     op.drop_column("report_jobs", "deliver_to")
     op.drop_index("ix_notify_routes_tenant", table_name="notify_routes")
     op.drop_table("notify_routes")
-    op.drop_index("ix_report_deliveries_job", table_name="report_deliveries")
-    op.drop_index("ix_report_deliveries_due", table_name="report_deliveries")
-    op.drop_table("report_deliveries")
+    op.drop_table("report_deliveries")  # with its indexes (MySQL keeps the job_id one while its FK stands)
     op.drop_table("destinations")

@@ -5,7 +5,7 @@ attempts and timeout, the initial status from `run_at`, and the traceparent of t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -36,6 +36,7 @@ class JobSpec:
     scheduled_for: datetime | None = None
     priority: int | None = None  # None: the report type's, else 5
     deliver_to: list[dict[str, Any]] | None = None  # resolved: destination ids and this use's options
+    keep_outputs_s: int | None = None  # kept at least this long after its fire (or its submit)
 
 
 def build_job(spec: JobSpec, now: datetime) -> ReportJob:
@@ -92,6 +93,9 @@ def job_values(spec: JobSpec, now: datetime, job_id: str | None = None) -> dict[
         "on_predecessor_dead": spec.on_predecessor_dead,
         "callback_url": spec.callback_url,
         "deliver_to": spec.deliver_to,
+        "keep_until": (spec.scheduled_for or now) + timedelta(seconds=spec.keep_outputs_s)
+        if spec.keep_outputs_s
+        else None,
         "idempotency_key": spec.idempotency_key,
         "request_hash": spec.request_hash,
         "schedule_id": spec.schedule_id,

@@ -31,6 +31,7 @@ class Expiry:
 
     finished_before: datetime
     idempotent_before: datetime
+    now: datetime | None = None  # a job's keep_until holds it until then (None: finished_before)
 
 
 @dataclass(frozen=True)
@@ -50,12 +51,14 @@ class RetentionEntry:
 
 
 def still_expired(expiry: Expiry) -> list[ColumnElement[bool]]:
-    """Past retention, past its Idempotency-Key's TTL, and named by no dead letter (the archive keeps its
-    history): the conditions read and repeated by the DELETE."""
+    """Past retention, past its Idempotency-Key's TTL and its `keep_until` (a schedule's keep_outputs_s),
+    named by no dead letter (the archive keeps its history): what the page reads and the DELETE repeats."""
     has_letter = select(letter.id).where(letter.job_id == job.id).exists()
+    now = expiry.now or expiry.finished_before
     return [
         job.finished_at < expiry.finished_before,
         or_(job.idempotency_key.is_(None), job.created_at < expiry.idempotent_before),
+        or_(job.keep_until.is_(None), job.keep_until < now),
         ~has_letter,
     ]
 

@@ -113,6 +113,7 @@ async def purge_expired_jobs(budget_s: float | None = None) -> int:
     expiry = Expiry(
         finished_before=now - timedelta(seconds=settings.job_retention_s),
         idempotent_before=now - timedelta(seconds=settings.idempotency_ttl_s),
+        now=now,
     )
     deadline = time.monotonic() + (purge_budget_s() if budget_s is None else budget_s)
     retention = Retention(expiry, deadline, get_output_store())

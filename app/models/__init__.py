@@ -15,6 +15,7 @@ from sqlmodel import Field, SQLModel
 from app.core.sqltypes import UTCDateTime, str_enum
 from app.core.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
 from app.core.times import utcnow
+from app.models.counters import FinishedMinute, OpenLetterCount
 from app.models.destinations import Destination, NotifyRoute, ReportDelivery
 
 
@@ -79,6 +80,7 @@ class ReportJob(SQLModel, table=True):
     # Where a `done` job is delivered: [{"destination_id", "recipients", "title", "skip_when_empty"}].
     deliver_to: list[dict[str, Any]] | None = Field(default=None, sa_type=sa.JSON)
     output_rows: int | None = Field(default=None)  # rows the report said it wrote (ctx.set_rows)
+    keep_until: datetime | None = _ts()  # retention keeps the job (and its file) at least until then
     # Mirror of the latest completion-callback delivery (the outbox row is the truth).
     callback_status: CallbackStatus | None = Field(default=None, sa_type=str_enum(CallbackStatus))
     callback_attempts: int = Field(default=0, nullable=False)
@@ -302,6 +304,7 @@ class Schedule(SQLModel, table=True):
     callback_url: str | None = Field(default=None, max_length=2000)
     deliver_to: list[dict[str, Any]] | None = Field(default=None, sa_type=sa.JSON)  # as the job's
     notify_to: list[str] | None = Field(default=None, sa_type=sa.JSON)  # owners: destination ids
+    keep_outputs_s: int | None = Field(default=None)  # its jobs kept at least this long after their fire
     deadline: str | None = Field(default=None, max_length=5)  # "HH:MM" local: a fire's job done by then
     ordering_key: str | None = Field(default=None, max_length=200)
     priority: int | None = Field(default=None, sa_type=sa.SmallInteger)  # None: the report type's
@@ -370,29 +373,8 @@ class ReportTypePolicy(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
 
 
-class FinishedMinute(SQLModel, table=True):
-    """Jobs that ended done or dead in one minute, by tenant: the console's throughput chart, rolled up
-    from report_jobs once the minute is over (app/console/repository.py)."""
-
-    __tablename__ = "finished_minutes"
-
-    minute: datetime = Field(sa_type=UTCDateTime, primary_key=True)
-    tenant: str = Field(primary_key=True, max_length=64)
-    status: str = Field(primary_key=True, max_length=16)
-    jobs: int = Field(nullable=False)
-
-
-class OpenLetterCount(SQLModel, table=True):
-    """Open dead letters (neither archived nor replayed) by tenant, kept by the transitions that open and
-    close a letter (app/dead_letters/repository.py): the gauges read a row per tenant, not the letters."""
-
-    __tablename__ = "open_letter_counts"
-
-    tenant: str = Field(primary_key=True, max_length=64)
-    letters: int = Field(default=0, nullable=False)
-
-
-__all__ = ["Destination", "NotifyRoute", "ReportDelivery"]  # defined beside, re-exported
+# Defined beside, re-exported with every other table.
+__all__ = ["Destination", "FinishedMinute", "NotifyRoute", "OpenLetterCount", "ReportDelivery"]
 
 # Rows built with model_construct (app/jobs/building.py) are read before any query would have configured
 # the ORM's mappers in a fresh process: configure them once, now that every model is defined.

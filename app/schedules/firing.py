@@ -69,6 +69,7 @@ def _spec(row: Schedule, fire: datetime) -> JobSpec:
         ordering_key=ordering_key_of(row),
         callback_url=row.callback_url,
         deliver_to=row.deliver_to,
+        keep_outputs_s=row.keep_outputs_s,
         # The schedule's own key keeps the usual rule; its private key must not stop later fires for good
         # behind one dead run.
         on_predecessor_dead="wait" if own_key else "continue",

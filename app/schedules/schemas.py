@@ -22,6 +22,8 @@ DELIVER_TO = "Destinations each fire's report goes to once it is done (names or 
 NOTIFY_TO = "Destinations told when a fire's job dies, misses its deadline, or a fire is missed or skipped"
 DEADLINE = "HH:MM in the schedule's zone: a fire's job not done by then (that day, else the next) is late"
 DEADLINE_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+KEEP_OUTPUTS = "Keep each fire's job and file at least this long after the fire (beyond JOB_RETENTION_S)"
+MAX_KEEP_S = 366 * 86400
 DestinationRef = Annotated[str, Field(min_length=1, max_length=100)]
 
 MissedRuns = Literal["skip", "run_once", "run_all"]
@@ -50,6 +52,7 @@ class ScheduleCreate(BaseModel):
     deliver_to: list[DeliverTo] = Field(default_factory=list, max_length=10, description=DELIVER_TO)
     notify_to: list[DestinationRef] = Field(default_factory=list, max_length=10, description=NOTIFY_TO)
     deadline: str | None = Field(None, pattern=DEADLINE_PATTERN, description=DEADLINE)
+    keep_outputs_s: int | None = Field(None, ge=60, le=MAX_KEEP_S, description=KEEP_OUTPUTS)
     ordering_key: str | None = Field(None, min_length=1, max_length=200)
     priority: int | None = Field(
         None,
@@ -95,6 +98,7 @@ class SchedulePatch(BaseModel):
     deliver_to: list[DeliverTo] | None = Field(None, max_length=10, description=DELIVER_TO)
     notify_to: list[DestinationRef] | None = Field(None, max_length=10, description=NOTIFY_TO)
     deadline: str | None = Field(None, pattern=DEADLINE_PATTERN, description=DEADLINE)
+    keep_outputs_s: int | None = Field(None, ge=60, le=MAX_KEEP_S, description=KEEP_OUTPUTS)
     ordering_key: str | None = Field(None, min_length=1, max_length=200)
     priority: int | None = Field(None, ge=0, le=9, strict=True)
     cron: str | None = Field(None, min_length=1, max_length=120)
@@ -132,6 +136,7 @@ class SchedulePublic(BaseModel):
     deliver_to: list[dict[str, Any]] = Field(description="Its jobs' destinations, by id, with their options")
     notify_to: list[str] = Field(description="Its owners' destinations (ids): dead, late and missed notices")
     deadline: str | None = Field(description="A fire's job is late when not done by this local time (HH:MM)")
+    keep_outputs_s: int | None = Field(description=KEEP_OUTPUTS)
     ordering_key: str | None
     priority: int | None = Field(description="Its jobs' priority; null: the report type's (else 5)")
     cron: str | None
@@ -163,6 +168,7 @@ class SchedulePublic(BaseModel):
             deliver_to=row.deliver_to or [],
             notify_to=row.notify_to or [],
             deadline=row.deadline,
+            keep_outputs_s=row.keep_outputs_s,
             ordering_key=row.ordering_key,
             priority=row.priority,
             cron=row.cron,

@@ -14,7 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
+from app.core.db import session_scope
 from app.core.times import utcnow
 from app.maintenance import service as maintenance
 from app.schedules import firing
@@ -138,3 +140,21 @@ async def test_a_mariadb_restart_between_the_robots_answer_and_the_record_sends_
     assert [r.reason for r in dingtalk.received] == [""], "the robot must receive the report exactly once"
     [row] = await deliveries(client, auth, job_id)
     assert (row["status"], row["tries"]) == ("sent", 1)
+
+
+async def test_a_schedules_keep_outputs_s_keeps_its_jobs_past_the_retention_and_others_go(
+    client: httpx.AsyncClient, auth: dict[str, str], env: Any
+) -> None:
+    await env.set(JOB_RETENTION_S="60")
+    schedule = await create_schedule(client, auth, cron="0 * * * *", keep_outputs_s=7 * 86400)
+    assert schedule["keep_outputs_s"] == 7 * 86400
+    kept = await fire_now(schedule["id"])  # fired a day ahead: kept 7 days past that
+    body = {"report_type": "demo.csv", "params": {"rows": 1}}
+    plain = await client.post("/v1/jobs", json=body, headers=auth)
+    await run_and_deliver()
+    async with session_scope() as session:  # both finished two hours ago, past the 60 s retention
+        past = utcnow() - timedelta(hours=2)
+        await session.execute(text("UPDATE report_jobs SET finished_at = :t"), {"t": past})
+    assert await maintenance.purge_expired_jobs() == 1
+    assert (await client.get(f"/v1/jobs/{kept}", headers=auth)).status_code == 200
+    assert (await client.get(f"/v1/jobs/{plain.json()['id']}", headers=auth)).status_code == 404
