@@ -25,6 +25,7 @@ from app.core.driver import SessionStatements, Statements, driver_path_enabled, 
 from app.core.grouping import GroupCommit
 from app.core.states import AttemptKey, AttemptOutcome
 from app.core.times import utcnow
+from app.destinations import slow_routes
 from app.jobs.effects import TerminalEffects
 from app.models import ReportJob
 from app.reports.base import OutputInfo
@@ -104,6 +105,7 @@ async def _hand_back(_item: StartItem, decision: Decision) -> None:
 
 
 async def _flush_starts(items: list[StartItem]) -> list[Decision | BaseException]:
+    await slow_routes.refresh_if_stale()  # before any transaction: which jobs start with effects
     return await _together_or_alone(_start_together, items, lambda item: service.start_attempt(*item))
 
 

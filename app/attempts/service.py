@@ -22,7 +22,7 @@ from app.core.states import STARTABLE, AttemptKey, AttemptOutcome, JobStatus, st
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
 from app.dead_letters.repository import DeadLetterRepository
-from app.destinations import delivery, notices
+from app.destinations import delivery, notices, slow_routes
 from app.dispatch import queue
 from app.jobs.effects import NO_EFFECTS, TerminalEffects, stage_terminal_effects
 from app.jobs.repository import JobRepository
@@ -111,7 +111,13 @@ def new_attempt(job: ReportJob, now: datetime, worker: str) -> tuple[AttemptKey,
         job.id,
         job.attempt + 1,
         job.replay_count,
-        has_effects=bool(job.callback_url or job.ordering_key or job.deliver_to or job.schedule_id),
+        has_effects=bool(
+            job.callback_url
+            or job.ordering_key
+            or job.deliver_to
+            or job.schedule_id
+            or slow_routes.covers(job.tenant, job.report_type)
+        ),
         report_type=job.report_type,
         tenant=job.tenant,
         created_at=job.created_at,
@@ -144,6 +150,7 @@ async def start_attempt(job_id: str, worker: str) -> Started | NotDue | Skip | B
     The worker starts jobs through `app.attempts.group_commit`, which shares one transaction between the
     starts that arrive together and comes back here for a start on its own.
     """
+    await slow_routes.refresh_if_stale()
     now = utcnow()
     async with session_scope() as session:
         jobs, attempts = JobRepository(session), AttemptRepository(session)

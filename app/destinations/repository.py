@@ -18,6 +18,7 @@ from app.models import Destination, NotifyRoute, ReportDelivery, ReportJob, Sche
 
 ROUTES = table_of(NotifyRoute)
 ROUTES_A_TENANT = 100
+ROUTES_READ_MAX = 100_000
 DESTINATIONS = table_of(Destination)
 dest = DESTINATIONS.c
 DELIVERIES = table_of(ReportDelivery)
@@ -96,6 +97,11 @@ class DestinationRepository(Repository):
             if event in route.events:
                 out += [d for d in route.destination_ids if d not in out]
         return out
+
+    async def slow_route_keys(self) -> list[tuple[str, str | None]]:
+        """(tenant, report type or None) of each route asking for slow runs (a small table, read whole)."""
+        rows = await self.all(select(NotifyRoute).limit(ROUTES_READ_MAX), NotifyRoute)
+        return [(r.tenant, r.report_type) for r in rows if "slow" in r.events]
 
     async def remove_route(self, route_id: str, scope: TenantScope) -> int:
         stmt = delete(ROUTES).where(ROUTES.c.id == route_id)

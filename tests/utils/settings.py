@@ -32,6 +32,7 @@ async def reset_process_state() -> None:
     from app.core.config import reset_settings
     from app.core.db import dispose_engine
     from app.core.metrics import reset_metrics
+    from app.destinations import slow_routes
     from app.jobs import group_submit
     from app.observability.service import forget_snapshot
 
@@ -42,3 +43,4 @@ async def reset_process_state() -> None:
     forget_snapshot()
     group_commit.reset()
     group_submit.reset()
+    slow_routes.forget()

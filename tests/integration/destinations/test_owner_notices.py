@@ -150,3 +150,19 @@ async def test_a_tenants_route_tells_of_any_dead_job_of_its_type_and_not_of_othe
     listed = (await client.get("/v1/notify-routes", headers=auth)).json()["items"]
     assert [r["events"] for r in listed] == [["dead"]]
     assert (await client.delete(f"/v1/notify-routes/{listed[0]['id']}", headers=auth)).status_code == 204
+
+
+async def test_a_tenants_slow_route_covers_a_job_of_no_schedule(
+    client: httpx.AsyncClient, auth: dict[str, str], receiver: Any, env: Any
+) -> None:
+    await env.set(SLOW_RUN_FLOOR_S="0.5", SLOW_RUN_FACTOR="3")
+    await make_destination(client, auth, webhook_body(receiver))
+    route = {"report_type": "demo.sleep", "events": ["slow"], "notify_to": ["warehouse-hook"]}
+    assert (await client.post("/v1/notify-routes", json=route, headers=auth)).status_code == 201
+    await insert_done_runs("acme", "demo.sleep", 20, took_s=0.1)
+    body = {"report_type": "demo.sleep", "params": {"seconds": 1}}
+    job_id = (await client.post("/v1/jobs", json=body, headers=auth)).json()["id"]
+    await drain()
+    await drain_alerts()
+    [notice] = notices(receiver, "slow")
+    assert notice["job_id"] == job_id and notice["schedule_id"] is None
