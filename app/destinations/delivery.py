@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 RECORD_FOR_S = 30.0  # how long recording a send's answer rides out a database outage
 LEASE_MARGIN_S = 30.0
 PER_MINUTE = {"dingtalk": 20, "wecom": 20, "feishu": 100}  # the robots' own limits, per robot
-DIGEST_MAX = 20  # notices due to one destination at once go in one message, this many at most
 
 
 @dataclass(frozen=True)
@@ -154,13 +153,8 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
         if wait_s is not None:
             return DeliveryOutcome("the robot's minute is full", retry_in_s=float(wait_s))
     token = new_id()
-    until = now + timedelta(seconds=lease_s())
-    siblings: list[ReportDelivery] = []
     async with session_scope() as session:
-        repo = DeliveryRepository(session)
-        leased = await repo.lease(row, now, until, token)
-        if leased and row.event != "report" and target is not None:
-            siblings = await repo.lease_siblings(row, now, until, token, DIGEST_MAX - 1)
+        leased = await DeliveryRepository(session).lease(row, now, now + timedelta(seconds=lease_s()), token)
     if not leased:
         return DeliveryOutcome("another sender has it")
     error, final = None, target is None
@@ -171,14 +165,12 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
             if row.event == "report" and job is not None:
                 message = await render(job, schedule, row, target, settings)
             else:
-                message = notice_message([row, *siblings])
+                message = notice_message(row)
             await build_sender(target, row, settings).send(message)
         except SendError as exc:
             error = str(exc)
         except ValueError as exc:  # a message the destination can never take (a header it refuses)
             error, final = f"not sendable: {exc}", True
-    for sibling in siblings:  # one message told them all: each records the same answer
-        await _recorded(sibling, token, error, final)
     return await _recorded(row, token, error, final)
 
 

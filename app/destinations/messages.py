@@ -121,37 +121,14 @@ async def render(
     return Message(title, markdown, text, link=link, attachment=attachment, document=document)
 
 
-def notice_message(rows: list[ReportDelivery]) -> Message:
-    """Owners' notices as staged (their titles and facts): one, or a digest of several due at once."""
-    parts = []
-    for row in rows:
-        title = str(row.facts.get("title", row.event))
-        lines = [(str(k), str(v)) for k, v in row.facts.get("lines", [])]
-        parts.append((row, title, lines))
-    first, title, lines = parts[0]
-    if len(parts) > 1:
-        title = f"{len(parts)} notices: {title} …"
-    markdown = f"### {title}"
-    text = title
-    for _, one_title, one_lines in parts:
-        heading = f"\n\n**{one_title}**\n" if len(parts) > 1 else "\n\n"
-        markdown += heading + "\n".join(f"- **{k}**: {v}" for k, v in one_lines)
-        text += ("\n\n" + one_title + "\n" if len(parts) > 1 else "\n\n") + "\n".join(
-            f"{k}: {v}" for k, v in one_lines
-        )
-    document = {
-        "notice": first.event,
-        "subject": first.subject,
-        "job_id": first.job_id,
-        "schedule_id": first.schedule_id,
-        "facts": dict(lines),
-        "digest": [
-            {"notice": r.event, "subject": r.subject, "job_id": r.job_id, "title": t} for r, t, _ in parts
-        ]
-        if len(parts) > 1
-        else None,
-    }
-    return Message(title, markdown, text, document=document)
+def notice_message(row: ReportDelivery) -> Message:
+    """An owners' notice as staged: its title and its facts."""
+    title = str(row.facts.get("title", row.event))
+    lines = [(str(k), str(v)) for k, v in row.facts.get("lines", [])]
+    markdown = f"### {title}\n\n" + "\n".join(f"- **{k}**: {v}" for k, v in lines)
+    text = f"{title}\n\n" + "\n".join(f"{k}: {v}" for k, v in lines)
+    document = {"notice": row.event, "subject": row.subject, "job_id": row.job_id, "facts": dict(lines)}
+    return Message(title, markdown, text, document={**document, "schedule_id": row.schedule_id})
 
 
 def build_sender(target: Destination, row: ReportDelivery, settings: Settings) -> Sender:

@@ -153,27 +153,6 @@ class DeliveryRepository(Repository):
         )
         return await self.rowcount(stmt) == 1
 
-    async def lease_siblings(
-        self, row: ReportDelivery, now: datetime, until: datetime, token: str, limit: int
-    ) -> list[ReportDelivery]:
-        """Lease (with `token`) up to `limit` other notices due to the same destination, for one digest."""
-        free = or_(delivery.lease_until.is_(None), delivery.lease_until <= now)
-        due = [
-            delivery.destination_id == row.destination_id,
-            delivery.event != "report",
-            delivery.status == DeliveryStatus.PENDING.value,
-            delivery.next_attempt_at <= now,
-            delivery.id != row.id,
-            free,
-        ]
-        ids = await self.all(select(delivery.id).where(*due).order_by(delivery.id).limit(limit), str)
-        if not ids:
-            return []
-        stmt = DELIVERIES.update().where(delivery.id.in_(ids), *due)
-        await self.session.execute(stmt.values(lease_until=until, lease_token=token))
-        held = select(ReportDelivery).where(delivery.id.in_(ids), delivery.lease_token == token)
-        return await self.all(held.order_by(delivery.id), ReportDelivery)
-
     async def record_try(
         self,
         row: ReportDelivery,

@@ -71,7 +71,7 @@ async def test_a_late_fire_tells_its_owners_once_and_an_on_time_one_not_at_all(
     assert len(notices(receiver, "late")) == 1
 
 
-async def test_fires_missed_while_no_scheduler_ran_are_told_once_each_in_one_digest(
+async def test_fires_missed_while_no_scheduler_ran_are_told_once_each(
     client: httpx.AsyncClient, auth: dict[str, str], receiver: Any
 ) -> None:
     await make_destination(client, auth, webhook_body(receiver))
@@ -80,10 +80,10 @@ async def test_fires_missed_while_no_scheduler_ran_are_told_once_each_in_one_dig
     assert await fire_due(base + timedelta(hours=1, minutes=30)) == 0  # the 0:00 and 1:00 fires: missed
     assert await fire_due(base + timedelta(hours=1, minutes=31)) == 0  # nothing more to say
     await drain_alerts()
-    [digest] = notices(receiver, "missed")  # both were due at once: one message
-    assert digest["schedule_id"] == sid and digest["facts"]["Why"] == "no scheduler was running at its time"
-    assert [d["notice"] for d in digest["digest"]] == ["missed", "missed"]
-    assert len({d["subject"] for d in digest["digest"]}) == 2 and digest["title"].startswith("2 notices")
+    missed = notices(receiver, "missed")
+    assert len(missed) == 2 and {m["schedule_id"] for m in missed} == {sid}
+    assert len({m["subject"] for m in missed}) == 2
+    assert all(m["facts"]["Why"] == "no scheduler was running at its time" for m in missed)
 
 
 async def test_a_fires_job_that_dies_tells_its_owners(
