@@ -11,11 +11,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 
 from app.core.db import session_scope
+from app.core.failpoints import FailpointOutage
 from app.core.ids import new_id
 from app.core.states import JobStatus
 from app.core.times import utcnow
+from app.destinations import slow_routes
+from app.destinations.repository import DestinationRepository
 from app.maintenance.deadlines import check_deadlines
 from app.models import ReportJob
 from app.schedules.firing import fire_due
@@ -166,3 +170,32 @@ async def test_a_tenants_slow_route_covers_a_job_of_no_schedule(
     await drain_alerts()
     [notice] = notices(receiver, "slow")
     assert notice["job_id"] == job_id and notice["schedule_id"] is None
+
+
+async def test_a_failed_first_read_of_the_slow_routes_is_tried_again_on_the_next_start(
+    client: httpx.AsyncClient, auth: dict[str, str], receiver: Any, env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Adversarial review) a worker whose first read of the routes met a MySQL blip must not start the jobs
+    of a long-standing slow route blind for the next 30 s."""
+    await env.set(SLOW_RUN_FLOOR_S="0.5", SLOW_RUN_FACTOR="3")
+    await make_destination(client, auth, webhook_body(receiver))
+    route = {"report_type": "demo.sleep", "events": ["slow"], "notify_to": ["warehouse-hook"]}
+    assert (await client.post("/v1/notify-routes", json=route, headers=auth)).status_code == 201
+    await insert_done_runs("acme", "demo.sleep", 20, took_s=0.1)
+    real_keys = DestinationRepository.slow_route_keys
+    blips: list[bool] = []
+
+    async def one_blip(self: DestinationRepository) -> Any:
+        if not blips:
+            blips.append(True)
+            raise FailpointOutage("MySQL failing over")
+        return await real_keys(self)
+
+    monkeypatch.setattr(DestinationRepository, "slow_route_keys", one_blip)
+    slow_routes.forget()
+    await slow_routes.refresh_if_stale()  # a start during the blip
+    body = {"report_type": "demo.sleep", "params": {"seconds": 1}}
+    job_id = (await client.post("/v1/jobs", json=body, headers=auth)).json()["id"]
+    await drain()
+    await drain_alerts()
+    assert blips and [n["job_id"] for n in notices(receiver, "slow")] == [job_id]

@@ -59,15 +59,13 @@ class FakeDingTalk(FakeServer):
         now = time.time()
         body = json.loads(raw or b"{}")
         behaviour = self.next_behaviour()
-        if behaviour == "hang":
-            self.received.append(Received(now, body, False, "hang"))
-            return 0, None
-        if behaviour == "http500":
-            self.received.append(Received(now, body, False, "http500"))
-            return 500, {"error": "internal"}
-        if behaviour == "errcode":
-            self.received.append(Received(now, body, False, "errcode"))
-            return 200, {"errcode": 130101, "errmsg": "send too fast, exceed 20 times per minute"}
+        scripted = self.scripted(
+            behaviour,
+            {"errcode": {"errcode": 130101, "errmsg": "send too fast, exceed 20 times per minute"}},
+        )
+        if scripted is not None:
+            self.received.append(Received(now, body, False, behaviour))
+            return scripted
         if not self.valid_signature(path):
             self.received.append(Received(now, body, False, "sign"))
             return 200, {"errcode": 310000, "errmsg": "sign not match"}

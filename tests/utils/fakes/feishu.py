@@ -78,18 +78,16 @@ class FakeFeishu(FakeServer):
         now = time.time()
         body = json.loads(raw or b"{}")
         behaviour = self.next_behaviour()
-        if behaviour == "hang":
-            self.received.append(Received(now, body, False, "hang"))
-            return 0, None
-        if behaviour == "http500":
-            self.received.append(Received(now, body, False, "http500"))
-            return 500, {"error": "internal"}
-        if behaviour == "code":
-            self.received.append(Received(now, body, False, "code"))
-            return 200, {"code": 9499, "msg": "Bad Request", "data": {}}
-        if behaviour == "statuscode":
-            self.received.append(Received(now, body, False, "statuscode"))
-            return 200, {"StatusCode": 1, "StatusMessage": "failed"}
+        scripted = self.scripted(
+            behaviour,
+            {
+                "code": {"code": 9499, "msg": "Bad Request", "data": {}},
+                "statuscode": {"StatusCode": 1, "StatusMessage": "failed"},
+            },
+        )
+        if scripted is not None:
+            self.received.append(Received(now, body, False, behaviour))
+            return scripted
         if not self.valid_signature(body):
             self.received.append(Received(now, body, False, "sign"))
             return 200, {

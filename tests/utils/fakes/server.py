@@ -81,6 +81,18 @@ class FakeServer:
         with self._lock:
             return self.script.pop(0) if self.script else "ok"
 
+    @staticmethod
+    def scripted(
+        behaviour: str, refusals: dict[str, dict[str, Any]]
+    ) -> tuple[int, dict[str, Any] | None] | None:
+        """The answer a scripted behaviour asks for: "hang" (no answer), "http500", or one of the robot's own
+        `refusals` (HTTP 200 with that body); None for "ok"."""
+        if behaviour == "hang":
+            return 0, None
+        if behaviour == "http500":
+            return 500, {"error": "internal"}
+        return (200, refusals[behaviour]) if behaviour in refusals else None
+
     def stop(self) -> None:
         self._release.set()
         self.server.shutdown()

@@ -71,15 +71,13 @@ class FakeWeCom(FakeServer):
         now = time.time()
         body = json.loads(raw or b"{}")
         behaviour = self.next_behaviour()
-        if behaviour == "hang":
-            self.received.append(Received(now, body, False, "hang"))
-            return 0, None
-        if behaviour == "http500":
-            self.received.append(Received(now, body, False, "http500"))
-            return 500, {"error": "internal"}
-        if behaviour == "errcode":
-            self.received.append(Received(now, body, False, "errcode"))
-            return 200, {"errcode": -1, "errmsg": "system error"}
+        scripted = self.scripted(
+            behaviour,
+            {"errcode": {"errcode": -1, "errmsg": "system error"}},
+        )
+        if scripted is not None:
+            self.received.append(Received(now, body, False, behaviour))
+            return scripted
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
         if query.get("key") != [self.key]:
             self.received.append(Received(now, body, False, "key"))
