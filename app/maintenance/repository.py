@@ -13,7 +13,7 @@ from sqlalchemy import ColumnElement, Delete, Select, and_, delete, or_, select
 
 from app.core.repository import Repository, table_of
 from app.core.states import TERMINAL, WAITING, JobStatus, values
-from app.models import CallbackDelivery, DeadLetter, JobAttempt, JobStep, ReportJob
+from app.models import CallbackDelivery, DeadLetter, JobAttempt, JobStep, ReportDelivery, ReportJob
 
 JOBS = table_of(ReportJob)
 job = JOBS.c
@@ -21,7 +21,12 @@ letter = table_of(DeadLetter).c
 # What names a job and goes with it: their foreign keys are ON DELETE CASCADE, so the job's guarded DELETE
 # takes them in the same statement (a job it keeps keeps them). Dead letters cascade too, which is why a job
 # any letter names is never expired.
-JOB_CHILDREN = (table_of(JobAttempt), table_of(CallbackDelivery), table_of(JobStep))
+JOB_CHILDREN = (
+    table_of(JobAttempt),
+    table_of(CallbackDelivery),
+    table_of(JobStep),
+    table_of(ReportDelivery),  # its deliveries and notices: their record goes with the job
+)
 
 
 @dataclass(frozen=True)
