@@ -1,7 +1,5 @@
 """Use cases of jobs as the API and reportctl see them: submit, read, list, download, cancel, replay, and
-resolving a dead job's letter by hand.
-
-Each opens its own transaction; enqueues happen only after the commit (Redis only carries work).
+resolving a dead job's letter by hand. Each its own transaction; enqueues only after the commit.
 """
 
 from __future__ import annotations
@@ -108,9 +106,8 @@ async def by_idempotency_keys(tenant: str, keys: Collection[str]) -> dict[str, R
 async def check_submit(
     tenant: str, req: SubmitRequest, now: datetime, callback_problems: dict[str, str | None] | None = None
 ) -> Checked:
-    """Everything a submit must pass before anything is written (raises ValidationFailed): the type, its
-    params, run_at, the callback URL and the destinations (resolved to the tenant's own, by id).
-    `callback_problems` caches URL verdicts across a batch's items."""
+    """Everything a submit must pass before anything is written (raises ValidationFailed): type, params,
+    run_at, callback URL (verdicts cached across a batch), destinations (resolved to the tenant's, by id)."""
     rtype, params = validate_submit(req.report_type, req.params, req.run_at, now)
     if req.callback_url:
         if callback_problems is None or req.callback_url not in callback_problems:
@@ -209,8 +206,7 @@ async def _submit(tenant: str, req: SubmitRequest, idempotency_key: str | None) 
 
 
 async def _insert_ordered(job: ReportJob) -> tuple[ReportJob, Wait | None]:
-    """A job with an ordering key, alone: known from the first answer on, the predecessor it waits for
-    (workers keep it up)."""
+    """A job with an ordering key, alone: its answer names the predecessor it waits for."""
     async with session_scope() as session:
         jobs = JobRepository(session)
         assert job.tenant and job.ordering_key
