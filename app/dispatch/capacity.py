@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from app.core.config import get_settings
 from app.core.redis_pool import get_pool
@@ -35,15 +36,31 @@ async def rebuild_dispatch(running: Sequence[lanes.Running], policy: lanes.Polic
 FENCE_TTL_MS = 24 * 3600 * 1000
 
 
-async def hold_slot(arq_id: str, token: str, lane: lanes.Lane, lease_ms: int, attempt: int) -> str:
-    """Once its attempt (`attempt_code`) started: the job's slot and the delivery held by this message and
-    worker (see lua/hold.lua). 'ok', 'over' (a cap is full and the job holds no slot), 'superseded' (a later
-    attempt holds the slot, or this one was declared over), or 'rebuild'."""
+@dataclass(frozen=True)
+class Hold:
+    """A started attempt's slot check: its message (`arq_id`), its worker's delivery token, its lane, the
+    in-progress lease to keep (ms) and the attempt (`attempt_code`)."""
+
+    arq_id: str
+    token: str
+    lane: lanes.Lane
+    lease_ms: int
+    attempt: int
+
+
+async def hold_slots(holds: Sequence[Hold]) -> list[str] | None:
+    """Once their attempts started: each job's slot and the delivery held by its message and worker, in one
+    round trip for a start batch (see lua/hold.lua). Per attempt 'ok', 'over' (a cap is full and the job
+    holds no slot) or 'superseded' (a later attempt holds the slot, or this one was declared over); None
+    when the dispatch state must be rebuilt first."""
     scripts = await registered_scripts()
-    now_ms = int(time.time() * 1000)
-    args: list[str | int] = [arq_id, token, lane.tenant, lane.report_type, lease_ms, now_ms, attempt]
+    args: list[str | int] = [int(time.time() * 1000)]
+    for h in holds:
+        args += [h.arq_id, h.token, h.lane.tenant, h.lane.report_type, h.lease_ms, h.attempt]
     answer = await scripts.hold(args=args)
-    return answer.decode() if isinstance(answer, bytes) else str(answer)
+    if not isinstance(answer, list):
+        return None
+    return [item.decode() if isinstance(item, bytes) else str(item) for item in answer]
 
 
 async def release_slots(

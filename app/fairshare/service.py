@@ -10,11 +10,13 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from app.core.config import get_settings
 from app.core.db import session_scope
 from app.core.errors import NotFound
+from app.core.grouping import GroupCommit
 from app.core.states import JobStatus
 from app.dispatch import capacity, queue
 from app.dispatch.lanes import DEFAULT_PRIORITY, Policy, Running, Wait, attempt_code
@@ -129,22 +131,35 @@ async def hold_slot(job: ReportJob, arq_id: str, token: str, lease_ms: int, atte
     """Right after the job's attempt (`attempt_code`) started: 'ok' (it holds its job's slot: run it),
     'over' (a flush took its slot and a cap is full now), 'superseded' (a later attempt holds the slot, or
     the stuck scan declared this one over), or 'unknown' (Redis did not answer for HOLD_FOR_S). Only 'ok'
-    runs: a slot nobody could confirm may be counted by no one while other workers claim."""
+    runs: a slot nobody could confirm may be counted by no one while other workers claim. The attempts a
+    worker starts together are checked together (one round trip a batch, as their starts were committed)."""
+    return await _holds().submit(capacity.Hold(arq_id, token, queue.lane_of(job), lease_ms, attempt))
+
+
+@cache
+def _holds() -> GroupCommit[capacity.Hold, str]:
+    return GroupCommit(_flush_holds, get_settings().worker_group_commit_max_jobs)
+
+
+def forget_holds() -> None:
+    """Forget the hold batcher (tests change the settings between cases)."""
+    _holds.cache_clear()
+
+
+async def _flush_holds(holds: list[capacity.Hold]) -> list[str | BaseException]:
     deadline = time.monotonic() + HOLD_FOR_S
     delay_s = 0.1
     while True:
         try:
-            answer = await capacity.hold_slot(arq_id, token, queue.lane_of(job), lease_ms, attempt)
-            if answer != "rebuild":
-                return answer
+            answers = await capacity.hold_slots(holds)
+            if answers is not None:
+                return list(answers)
             await rebuild_dispatch()
             continue
         except Exception as exc:
             if time.monotonic() + delay_s > deadline:
-                log.warning(
-                    "slot of a started job not confirmed", extra={"job_id": job.id, "error": repr(exc)}
-                )
-                return "unknown"
+                log.warning("slots not confirmed", extra={"jobs": len(holds), "error": repr(exc)})
+                return ["unknown"] * len(holds)
         await asyncio.sleep(delay_s)
         delay_s = min(delay_s * 2, 2.0)
 

@@ -33,6 +33,7 @@ async def reset_process_state() -> None:
     from app.core.db import dispose_engine
     from app.core.metrics import reset_metrics
     from app.destinations import slow_routes
+    from app.fairshare import service as fairshare
     from app.jobs import group_submit
     from app.observability.service import forget_snapshot
 
@@ -43,4 +44,5 @@ async def reset_process_state() -> None:
     forget_snapshot()
     group_commit.reset()
     group_submit.reset()
+    fairshare.forget_holds()
     slow_routes.forget()

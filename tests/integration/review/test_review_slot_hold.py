@@ -190,7 +190,7 @@ async def test_a_slot_check_that_meets_a_redis_error_does_not_run_the_job_over_t
     async def unreachable(*_args: Any) -> str:
         raise ReadOnlyError("You can't write against a read only replica.")
 
-    monkeypatch.setattr(capacity, "hold_slot", unreachable)
+    monkeypatch.setattr(capacity, "hold_slots", unreachable)
     monkeypatch.setattr(fairshare, "HOLD_FOR_S", 0.3)  # it keeps asking for a while, then hands A back
     runs = await hold(started, f"{a}:0", "w1")  # True: A runs
     monkeypatch.undo()
