@@ -115,8 +115,7 @@ def new_attempt(job: ReportJob, now: datetime, worker: str) -> tuple[AttemptKey,
             job.callback_url
             or job.ordering_key
             or job.deliver_to
-            or job.schedule_id
-            or slow_routes.covers(job.tenant, job.report_type)
+            or slow_routes.covers(job.tenant, job.report_type, scheduled=job.schedule_id is not None)
         ),
         report_type=job.report_type,
         tenant=job.tenant,

@@ -103,6 +103,18 @@ class DestinationRepository(Repository):
         rows = await self.all(select(NotifyRoute).limit(ROUTES_READ_MAX), NotifyRoute)
         return [(r.tenant, r.report_type) for r in rows if "slow" in r.events]
 
+    async def notifying_schedule_keys(self) -> list[tuple[str, str]]:
+        """(tenant, report type) of the schedules with owners (`notify_to`): they hear their jobs' slow runs
+        (a configuration table; the rows that name owners, read whole)."""
+        table = table_of(Schedule)
+        stmt = (
+            select(table.c.tenant, table.c.report_type, table.c.notify_to)
+            .where(table.c.notify_to.is_not(None))
+            .limit(ROUTES_READ_MAX)
+        )
+        rows = (await self.session.execute(stmt)).all()
+        return list({(tenant, rtype) for tenant, rtype, owners in rows if owners})
+
     async def remove_route(self, route_id: str, scope: TenantScope) -> int:
         stmt = delete(ROUTES).where(ROUTES.c.id == route_id)
         if scope.tenant is not None:

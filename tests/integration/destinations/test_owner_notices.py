@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.attempts import service as attempts
 from app.core.db import session_scope
 from app.core.failpoints import FailpointOutage
 from app.core.ids import new_id
@@ -199,3 +200,25 @@ async def test_a_failed_first_read_of_the_slow_routes_is_tried_again_on_the_next
     await drain()
     await drain_alerts()
     assert blips and [n["job_id"] for n in notices(receiver, "slow")] == [job_id]
+
+
+async def test_only_the_jobs_of_schedules_with_owners_start_with_their_success_staged(
+    client: httpx.AsyncClient, auth: dict[str, str], receiver: Any
+) -> None:
+    """A fire's job whose schedule names no owners (and no route covers) takes the plain success path (the
+    group commit's driver batch); one whose schedule has owners starts with effects: its time is measured."""
+    await make_destination(client, auth, webhook_body(receiver))
+    base = next_whole_hour_a_day_ahead()
+    owned = await hourly_with_owners(client, auth, base, report_type="demo.sleep", params={"seconds": 1})
+    plain = await create_schedule(client, auth, name="plain", cron="0 * * * *", overlap="allow")  # no owners
+    await make_due(plain["id"], base)
+    assert await fire_due(base + timedelta(seconds=1)) == 2
+    slow_routes.forget()
+    await slow_routes.refresh_if_stale()
+    [owned_job], [plain_job] = await schedule_jobs(owned), await schedule_jobs(plain["id"])
+
+    owned_start = await attempts.start_attempt(owned_job.id, "w1")
+    plain_start = await attempts.start_attempt(plain_job.id, "w1")
+
+    assert isinstance(owned_start, attempts.Started) and isinstance(plain_start, attempts.Started)
+    assert owned_start.key.has_effects and not plain_start.key.has_effects
