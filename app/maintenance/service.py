@@ -45,6 +45,22 @@ PURGE_STREAMS = 2
 PURGE_SHARE = 0.7
 
 
+# The walk of each status goes on from where the last tick left it: the jobs that must stay (a dead letter's,
+# an Idempotency-Key's, a schedule's keep_outputs_s) gather at the head of the index and are read again only
+# this often, not every tick (a tick reads what finished since, whatever stays behind it).
+REVISIT_S = 900.0
+# A job's finished_at is read before its transaction commits (a lock wait may hold it up to MariaDB's 50 s):
+# the walk goes on from no later than this far behind the cut-off, so a late commit is never passed over.
+LATE_COMMIT_S = 120.0
+# Per status: where the last tick's walk ended, and when (monotonic seconds) it last started from the head.
+_walk_from: dict[JobStatus, tuple[RetentionEntry | None, float]] = {}
+
+
+def forget_retention_walk() -> None:
+    """Start every status's walk from the head on the next tick (tests; a replica taking over does)."""
+    _walk_from.clear()
+
+
 def purge_budget_s() -> float:
     """How long a tick's retention may start new rounds of batches."""
     return PURGE_SHARE * get_settings().scan_interval_s
@@ -65,11 +81,26 @@ class Retention:
     purged: int = 0
     outage: bool = False
 
+    def resume(self) -> None:
+        """Each status's walk from where the last tick's ended, or from the head once REVISIT_S passed."""
+        now = time.monotonic()
+        for status in self.cursors:
+            entry, from_head_at = _walk_from.get(status, (None, now - REVISIT_S))
+            if now - from_head_at >= REVISIT_S:
+                _walk_from[status] = (None, now)
+            else:
+                self.cursors[status] = entry
+
     async def next_page(self, status: JobStatus) -> dict[str, int]:
         """The expired ids of the status's next page, each with the replay read; moves its cursor on."""
         async with session_scope() as session:
             repo = MaintenanceRepository(session)
             page = await repo.retention_page(status, self.expiry, self.cursors[status], PURGE_BATCH)
+        reached = page[-1] if page else self.cursors[status]
+        floor = self.expiry.finished_before - timedelta(seconds=LATE_COMMIT_S)
+        if reached is not None and reached.finished_at > floor:
+            reached = RetentionEntry("", floor, expired=False)
+        _walk_from[status] = (reached, _walk_from.get(status, (None, time.monotonic()))[1])
         if len(page) < PURGE_BATCH:
             del self.cursors[status]  # nothing more expired in this status
         else:
@@ -103,8 +134,9 @@ class Retention:
 async def purge_expired_jobs(budget_s: float | None = None) -> int:
     """Delete expired jobs with their files, round after round until nothing expired is left or `budget_s`
     (default `purge_budget_s()`) is spent; returns how many went. Each terminal status is a keyset walk of
-    its own (a pure range of the (status, finished_at) index); a round takes a batch of each, and the first
-    round always runs. PURGE_STREAMS batches are deleted at once on MySQL.
+    its own (a pure range of the (status, finished_at) index) that goes on from where the last tick's ended
+    (REVISIT_S); a round takes a batch of each, and the first round always runs. PURGE_STREAMS batches are
+    deleted at once on MySQL.
 
     Files go first: a batch whose files could not all be deleted (the object store is down) keeps its rows,
     and the tick stops there, so the next one tries again and no object is ever orphaned."""
@@ -117,6 +149,7 @@ async def purge_expired_jobs(budget_s: float | None = None) -> int:
     )
     deadline = time.monotonic() + (purge_budget_s() if budget_s is None else budget_s)
     retention = Retention(expiry, deadline, get_output_store())
+    retention.resume()
     streams = 1 if settings.is_sqlite else PURGE_STREAMS
     try:
         while True:  # a round: a batch of each status with any left; the first whatever the budget
@@ -132,6 +165,7 @@ async def purge_expired_jobs(budget_s: float | None = None) -> int:
     finally:
         await retention.settle(0)  # the batches under way end (or fail) before the tick goes on
     if retention.outage:
+        forget_retention_walk()  # the batch kept goes on the next tick: its walk starts from the head
         log.warning("retention: output store unavailable; expired jobs kept until the next tick")
     return retention.purged
 

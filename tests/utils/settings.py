@@ -35,6 +35,7 @@ async def reset_process_state() -> None:
     from app.destinations import slow_routes
     from app.fairshare import service as fairshare
     from app.jobs import group_submit
+    from app.maintenance import service as maintenance
     from app.observability.service import forget_snapshot
 
     await redis_pool.close_pool()
@@ -45,4 +46,5 @@ async def reset_process_state() -> None:
     group_commit.reset()
     group_submit.reset()
     fairshare.forget_holds()
+    maintenance.forget_retention_walk()
     slow_routes.forget()

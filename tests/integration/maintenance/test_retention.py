@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from sqlalchemy import text
 
 from app.core.config import get_settings
 from app.core.db import session_scope
@@ -138,3 +140,35 @@ async def test_on_sqlite_retention_purges_batch_after_batch_and_the_attempts_go_
 
     assert await count_rows("report_jobs") == len(recent)
     assert await count_rows("job_attempts") == len(recent)
+
+
+async def global_rows_read() -> int:
+    """Index entries and rows the suite's MariaDB has read so far (every connection: a tick uses several)."""
+    async with session_scope() as session:
+        status = await session.execute(text("SHOW GLOBAL STATUS LIKE 'Handler_read%'"))
+        reads = {row[0]: int(row[1]) for row in status}
+    return reads["Handler_read_key"] + reads["Handler_read_next"]
+
+
+async def test_jobs_that_must_stay_are_read_once_a_revisit_not_once_a_tick(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three pages of jobs holding their Idempotency-Key gather at the head of the walk: a tick after the
+    one that passed over them reads what finished since, not them again; once REVISIT_S passed the walk
+    starts from the head and purges those the key no longer keeps."""
+    await env.set(JOB_RETENTION_S="60", IDEMPOTENCY_TTL_S="3600", SCAN_INTERVAL_S="60")
+    old = utcnow() - timedelta(minutes=10)
+    keyed = await insert_finished_jobs(3 * maintenance.PURGE_BATCH, old, keyed=True)
+    first = await insert_finished_jobs(100, old + timedelta(seconds=1))
+    assert await maintenance.purge_expired_jobs() == first.count
+    later = await insert_finished_jobs(50, utcnow() - timedelta(minutes=5))
+
+    before = await global_rows_read()
+    assert await maintenance.purge_expired_jobs() == later.count
+    assert await global_rows_read() - before < maintenance.PURGE_BATCH  # not the 6,000 kept jobs again
+
+    monkeypatch.setattr(get_settings(), "idempotency_ttl_s", 60.0)  # the keys no longer keep them ...
+    assert await maintenance.purge_expired_jobs() == 0  # ... but the walk goes on past them: not seen yet
+    monkeypatch.setattr(maintenance, "REVISIT_S", 0.0)
+    assert await maintenance.purge_expired_jobs() == keyed.count
+    assert await count_rows("report_jobs") == 0
