@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, or_, select
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from app.core.repository import Repository, table_of
 from app.core.states import DeliveryStatus
@@ -117,11 +119,17 @@ class DeliveryRepository(Repository):
 
     async def add_new(self, rows: Sequence[dict[str, Any]]) -> list[str]:
         """Insert the rows whose (subject, destination) has none yet, the others left out (not errors);
-        the ids of those inserted."""
+        the ids of those inserted. Only a duplicate key is let go: any other error (a value too long, a
+        missing column) is raised, where `INSERT IGNORE` would have cut or defaulted it with a warning."""
         if not rows:
             return []
-        stmt = DELIVERIES.insert().prefix_with("IGNORE", dialect="mysql")
-        await self.session.execute(stmt.prefix_with("OR IGNORE", dialect="sqlite"), list(rows))
+        stmt: Any
+        if self.session.get_bind().dialect.name == "sqlite":
+            stmt = sqlite_insert(DELIVERIES).on_conflict_do_nothing()
+        else:
+            my = mysql_insert(DELIVERIES)
+            stmt = my.on_duplicate_key_update(id=delivery.id)  # a no-op on the row already there
+        await self.session.execute(stmt, list(rows))
         ids = [str(row["id"]) for row in rows]
         return await self.all(select(delivery.id).where(delivery.id.in_(ids)), str)
 
