@@ -259,7 +259,7 @@ class DeliveryRepository(Repository):
         self, now: datetime, limit: int
     ) -> list[tuple[ScheduleRun, Schedule, ReportJob | None]]:
         """Fires whose deadline has come (an index range of the runs still holding one): each with its
-        schedule and its job."""
+        schedule and its job (one read of them all by primary key, not one a fire)."""
         stmt = (
             select(ScheduleRun, Schedule)
             .join(Schedule, Schedule.id == run.schedule_id)  # type: ignore[arg-type]
@@ -267,11 +267,11 @@ class DeliveryRepository(Repository):
             .order_by(run.deadline_at)
             .limit(limit)
         )
-        out: list[tuple[ScheduleRun, Schedule, ReportJob | None]] = []
-        for fired, schedule in (await self.session.execute(stmt)).all():
-            job = await self.session.get(ReportJob, fired.job_id) if fired.job_id else None
-            out.append((fired, schedule, job))
-        return out
+        fires = [(fired, schedule) for fired, schedule in (await self.session.execute(stmt)).all()]
+        job_ids = sorted({fired.job_id for fired, _ in fires if fired.job_id})
+        found = select(ReportJob).where(jobs.id.in_(job_ids)).execution_options(populate_existing=True)
+        by_id = {job.id: job for job in await self.all(found, ReportJob)} if job_ids else {}
+        return [(fired, schedule, by_id.get(fired.job_id or "")) for fired, schedule in fires]
 
     async def clear_deadlines(self, run_ids: Sequence[int]) -> None:
         if run_ids:

@@ -19,10 +19,11 @@ from app.core.ids import new_id
 from app.core.states import JobStatus
 from app.core.times import utcnow
 from app.destinations import slow_routes
-from app.destinations.repository import DestinationRepository
+from app.destinations.repository import DeliveryRepository, DestinationRepository
 from app.maintenance.deadlines import check_deadlines
 from app.models import ReportJob
 from app.schedules.firing import fire_due
+from tests.utils.database import statements_run
 from tests.utils.destinations import make_destination, webhook_body
 from tests.utils.schedules import create_schedule, make_due, schedule_jobs
 from tests.utils.workers import drain, drain_alerts
@@ -36,9 +37,8 @@ def next_whole_hour_a_day_ahead() -> datetime:
 async def hourly_with_owners(
     client: httpx.AsyncClient, auth: dict[str, str], base: datetime, **fields: Any
 ) -> str:
-    schedule = await create_schedule(
-        client, auth, name=f"hourly-{base:%H}", cron="0 * * * *", notify_to=["warehouse-hook"], **fields
-    )
+    fields.setdefault("name", f"hourly-{base:%H}")
+    schedule = await create_schedule(client, auth, cron="0 * * * *", notify_to=["warehouse-hook"], **fields)
     await make_due(schedule["id"], base)
     return str(schedule["id"])
 
@@ -199,3 +199,20 @@ async def test_a_failed_first_read_of_the_slow_routes_is_tried_again_on_the_next
     await drain()
     await drain_alerts()
     assert blips and [n["job_id"] for n in notices(receiver, "slow")] == [job_id]
+
+
+async def test_the_deadline_check_reads_every_due_fires_job_in_one_statement(
+    client: httpx.AsyncClient, auth: dict[str, str], receiver: Any
+) -> None:
+    """(Review) `due_deadlines` read each fire's job with its own `session.get` (N+1)."""
+    await make_destination(client, auth, webhook_body(receiver))
+    base = next_whole_hour_a_day_ahead()
+    deadline = f"{base + timedelta(minutes=30):%H:%M}"
+    for n in range(3):
+        await hourly_with_owners(client, auth, base, deadline=deadline, params={"rows": 1}, name=f"s{n}")
+    assert await fire_due(base + timedelta(seconds=1)) == 3
+    with statements_run() as seen:
+        async with session_scope() as session:
+            due = await DeliveryRepository(session).due_deadlines(base + timedelta(minutes=31), 100)
+    assert len(due) == 3 and all(job is not None and job.id == fired.job_id for fired, _, job in due)
+    assert sum(1 for sql in seen if "FROM report_jobs" in sql) == 1, seen
