@@ -229,7 +229,7 @@ class DeliveryRepository(Repository):
 
     async def failing_destinations(self, scope: TenantScope, since: datetime) -> list[FailingDestination]:
         """Destinations with deliveries given up (`failed`) created since `since`: how many, the newest
-        error. Reads the failed rows of the window only (the status index)."""
+        error. Reads the failed rows of the window only (a range of the (status, created_at) index)."""
         stmt = (
             select(
                 delivery.destination_name,

@@ -43,6 +43,7 @@ class ReportDelivery(SQLModel, table=True):
         sa.UniqueConstraint("subject", "destination_id", name="uq_report_deliveries_subject_dest"),
         sa.Index("ix_report_deliveries_due", "status", "next_attempt_at"),
         sa.Index("ix_report_deliveries_job", "job_id"),
+        sa.Index("ix_report_deliveries_created", "status", "created_at"),  # failing destinations, a day's
     )
 
     id: str = Field(primary_key=True, max_length=26)

@@ -57,6 +57,7 @@ TABLES = (
     "destinations",
     "notify_routes",
     "open_letter_counts",
+    "report_deliveries",
 )
 MAIN_HEALTH_KEY = "arq:queue:health-check"
 DEAD_LETTER_HEALTH_KEY = "arq:dead-letters:health-check"
