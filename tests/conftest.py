@@ -81,6 +81,8 @@ async def env(
             "destinations",
             "notify_routes",
             "report_deliveries",  # notices of no job (a missed fire) outlive the jobs' cascade
+            "notice_digests",
+            "notice_digest_slots",
         ):
             await session.execute(text(f"DELETE FROM {table}"))
     redis_server.flushall()

@@ -209,6 +209,7 @@ class DeliveryRepository(Repository):
                 lease_token=None,
                 tries=0,
                 round=delivery.round + 1,
+                digest_id=None,  # sent alone: its digest (sent or failed for good) is not tried again
             )
         )
         return await self.rowcount(stmt)
@@ -221,6 +222,7 @@ class DeliveryRepository(Repository):
                 delivery.status == DeliveryStatus.PENDING.value,
                 delivery.next_attempt_at <= now,
                 or_(delivery.lease_until.is_(None), delivery.lease_until <= now),
+                delivery.digest_id.is_(None),  # a digest's notices go with it
             )
             .order_by(delivery.next_attempt_at)
             .limit(limit)

@@ -24,7 +24,7 @@ from app.maintenance.deadlines import check_deadlines
 from app.models import ReportJob
 from app.schedules.firing import fire_due
 from tests.utils.database import statements_run
-from tests.utils.destinations import make_destination, webhook_body
+from tests.utils.destinations import deliveries, make_destination, told, webhook_body
 from tests.utils.schedules import create_schedule, make_due, schedule_jobs
 from tests.utils.workers import drain, drain_alerts
 
@@ -44,7 +44,8 @@ async def hourly_with_owners(
 
 
 def notices(receiver: Any, event: str) -> list[dict[str, Any]]:
-    return [d.body for d in receiver.accepted if d.body.get("notice") == event]
+    """The notices of `event` the receiver accepted, whether alone or in a digest."""
+    return [n for n in told(receiver) if n.get("notice") == event]
 
 
 async def test_a_late_fire_tells_its_owners_once_and_an_on_time_one_not_at_all(
@@ -88,6 +89,8 @@ async def test_fires_missed_while_no_scheduler_ran_are_told_once_each(
     assert len(missed) == 2 and {m["schedule_id"] for m in missed} == {sid}
     assert len({m["subject"] for m in missed}) == 2
     assert all(m["facts"]["Why"] == "no scheduler was running at its time" for m in missed)
+    [digest] = [d.body for d in receiver.accepted]  # staged together: one message
+    assert digest["notice"] == "digest" and digest["title"] == "2 owner notices (2 missed)"
 
 
 async def test_a_fires_job_that_dies_tells_its_owners(
@@ -104,6 +107,8 @@ async def test_a_fires_job_that_dies_tells_its_owners(
     [job] = await schedule_jobs(sid)
     [notice] = notices(receiver, "dead")
     assert notice["job_id"] == job.id and "is dead" in receiver.accepted[0].body["title"]
+    [row] = await deliveries(client, auth, job.id)  # the job's page and API tell it as its digest went
+    assert (row["kind"], row["status"], row["tries"]) == ("webhook", "sent", 1)
 
 
 async def insert_done_runs(tenant: str, report_type: str, count: int, took_s: float) -> None:
