@@ -15,8 +15,8 @@ from app.callbacks import service as callbacks
 from app.core.config import get_settings
 from app.core.redis_pool import deserialize, redis_settings, serialize
 from app.dead_letters import dispatch
-from app.destinations import delivery
-from app.dispatch.queue import DELIVER_CALLBACK, DELIVER_REPORT, HANDLE_DEAD_LETTER
+from app.destinations import delivery, digests
+from app.dispatch.queue import DELIVER_CALLBACK, DELIVER_DIGEST, DELIVER_REPORT, HANDLE_DEAD_LETTER
 from workers.common import on_shutdown, on_startup, run_worker
 
 ARQ_MAX_TRIES = 1_000_000
@@ -44,6 +44,13 @@ async def deliver_report(ctx: dict[str, Any], delivery_id: str) -> str:
     return outcome.detail
 
 
+async def deliver_digest(ctx: dict[str, Any], digest_id: str) -> str:
+    outcome = await digests.deliver_digest(digest_id)
+    if outcome.retry_in_s is not None:
+        raise Retry(defer=outcome.retry_in_s)
+    return outcome.detail
+
+
 def worker_options() -> dict[str, Any]:
     """Keyword arguments for `OrchestratorWorker`, from the current settings (tests build workers from it)."""
     settings = get_settings()
@@ -52,6 +59,7 @@ def worker_options() -> dict[str, Any]:
             func(handle_dead_letter, name=HANDLE_DEAD_LETTER, max_tries=ARQ_MAX_TRIES),
             func(deliver_callback, name=DELIVER_CALLBACK, max_tries=ARQ_MAX_TRIES),
             func(deliver_report, name=DELIVER_REPORT, max_tries=ARQ_MAX_TRIES),
+            func(deliver_digest, name=DELIVER_DIGEST, max_tries=ARQ_MAX_TRIES),
         ],
         "redis_settings": redis_settings(settings),
         "queue_name": settings.dead_letter_queue_name,

@@ -207,6 +207,12 @@ class NotifyFields(BaseSettings):
     delivery_timeout_s: float = Field(
         10.0, gt=0, description="Timeout of one send (an HTTP call to a robot or webhook, an SMTP session)"
     )
+    notice_coalesce_s: float = Field(
+        10.0,
+        ge=0,
+        description="Owners' notices to one destination gather this long (from the first) and go out as one"
+        " digest",
+    )
 
 
 class RuntimeFields(BaseSettings):

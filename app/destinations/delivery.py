@@ -1,5 +1,6 @@
 """Report deliveries: staged with a job's `done` transition (one outbox row a destination), sent once each by
-a sender holding the row's lease, retried with backoff, skipped when empty, resent on request.
+a sender holding the row's lease, retried with backoff, skipped when empty, resent on request. Owners'
+notices are staged here too, each in its destination's digest (app.destinations.digests sends those).
 
 Sent once: a sender leases the row (a compare-and-set) before the send and records the answer within the
 lease, riding out a database outage of up to RECORD_FOR_S; only after a longer one may the row be sent again
@@ -22,6 +23,7 @@ from app.core.ids import new_id
 from app.core.states import DeliveryStatus, JobStatus
 from app.core.tenancy import EVERY_TENANT, TenantScope
 from app.core.times import utcnow
+from app.destinations.digest_repository import DigestRepository
 from app.destinations.messages import build_sender, notice_message, render
 from app.destinations.repository import DeliveryRepository, DestinationRepository
 from app.destinations.senders.base import SendError
@@ -33,6 +35,7 @@ log = logging.getLogger(__name__)
 RECORD_FOR_S = 30.0  # how long recording a send's answer rides out a database outage
 LEASE_MARGIN_S = 30.0
 PER_MINUTE = {"dingtalk": 20, "wecom": 20, "feishu": 100}  # the robots' own limits, per robot
+DIGEST_MAX = 100  # notices a digest carries at most; the next one opens another
 
 
 @dataclass(frozen=True)
@@ -93,11 +96,14 @@ async def stage_deliveries(session: AsyncSession, job: ReportJob) -> list[str]:
 
 async def stage_notice(session: AsyncSession, notice: Notice) -> list[str]:
     """Outbox rows of an owners' notice, one a destination, in the transaction that found the event; a
-    subject a destination has had already is left out (the unique key): each notice goes out once."""
+    subject a destination has had already is left out (the unique key): each notice goes out once. Each
+    joins its destination's open digest (app.destinations.digests), which carries it."""
     targets = await DestinationRepository(session).named(notice.tenant, notice.destination_ids)
     if not targets:
         return []
+    targets.sort(key=lambda target: target.id)  # digests are locked in this order: stagers never deadlock
     now = utcnow()
+    due_at = now + timedelta(seconds=get_settings().notice_coalesce_s)  # when its digest goes
     rows = [
         {
             "id": new_id(),
@@ -115,12 +121,18 @@ async def stage_notice(session: AsyncSession, notice: Notice) -> list[str]:
             "status": DeliveryStatus.PENDING.value,
             "tries": 0,
             "round": 0,
-            "next_attempt_at": now,
+            "next_attempt_at": due_at,
             "created_at": now,
         }
         for target in targets
     ]
-    return await DeliveryRepository(session).add_new(rows)
+    staged = await DeliveryRepository(session).add_new(rows)
+    digests = DigestRepository(session)
+    for row in rows:
+        if row["id"] in staged:
+            destination_id = str(row["destination_id"])
+            await digests.join(notice.tenant, destination_id, [str(row["id"])], now, due_at, DIGEST_MAX)
+    return staged
 
 
 async def publish(delivery_ids: list[str]) -> None:
@@ -138,6 +150,9 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
         row = await repo.get(delivery_id)
         if row is None or row.status != DeliveryStatus.PENDING:
             return DeliveryOutcome("nothing to deliver")
+        if row.digest_id is not None:  # a notice: its digest's message sends it (deduplicated in arq)
+            await queue.enqueue_digest(row.digest_id)
+            return DeliveryOutcome("goes with its digest")
         if row.next_attempt_at > now:
             return DeliveryOutcome("not due", retry_in_s=(row.next_attempt_at - now).total_seconds())
         job, schedule = await repo.job_and_schedule(row.job_id)
@@ -166,7 +181,7 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
                 message = await render(job, schedule, row, target, settings)
             else:
                 message = notice_message(row)
-            await build_sender(target, row, settings).send(message)
+            await build_sender(target, settings, row.id, row.overrides).send(message)
         except SendError as exc:
             error = str(exc)
         except ValueError as exc:  # a message the destination can never take (a header it refuses)
@@ -174,18 +189,22 @@ async def deliver(delivery_id: str) -> DeliveryOutcome:
     return await _recorded(row, token, error, final)
 
 
-async def _recorded(row: ReportDelivery, token: str, error: str | None, final: bool) -> DeliveryOutcome:
+def after_try(
+    tries: int, error: str | None, final: bool, now: datetime
+) -> tuple[DeliveryStatus, datetime | None, str]:
+    """What a try leaves (its `tries`-th): sent, failed for good, or pending again after the backoff."""
     settings = get_settings()
-    tries = row.tries + 1
-    now = utcnow()
     if error is None:
-        status, next_at, detail = DeliveryStatus.SENT, None, "sent"
-    elif final or tries >= settings.delivery_max_attempts:
-        status, next_at, detail = DeliveryStatus.FAILED, None, f"failed after {tries} tries: {error}"
-    else:
-        delay_s = settings.delivery_backoff.delay_s(tries)
-        status, next_at = DeliveryStatus.PENDING, now + timedelta(seconds=delay_s)
-        detail = f"try {tries} failed: {error}"
+        return DeliveryStatus.SENT, None, "sent"
+    if final or tries >= settings.delivery_max_attempts:
+        return DeliveryStatus.FAILED, None, f"failed after {tries} tries: {error}"
+    delay_s = settings.delivery_backoff.delay_s(tries)
+    return DeliveryStatus.PENDING, now + timedelta(seconds=delay_s), f"try {tries} failed: {error}"
+
+
+async def _recorded(row: ReportDelivery, token: str, error: str | None, final: bool) -> DeliveryOutcome:
+    now = utcnow()
+    status, next_at, detail = after_try(row.tries + 1, error, final, now)
     try:
         async for attempt in outage_retrying(RECORD_FOR_S):
             with attempt:
@@ -235,8 +254,12 @@ async def republish_due(limit: int = 500) -> int:
     now: datetime = utcnow()
     async with session_scope() as session:
         due = await DeliveryRepository(session).due(now, limit)
+        digests = await DigestRepository(session).due(now, limit)
     published = 0
     for delivery_id, round_ in due:
         if await queue.enqueue_delivery(delivery_id, round_):
+            published += 1
+    for digest_id in digests:
+        if await queue.enqueue_digest(digest_id):
             published += 1
     return published

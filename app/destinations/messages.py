@@ -131,8 +131,9 @@ def notice_message(row: ReportDelivery) -> Message:
     return Message(title, markdown, text, document={**document, "schedule_id": row.schedule_id})
 
 
-def build_sender(target: Destination, row: ReportDelivery, settings: Settings) -> Sender:
-    """The sender of the destination's kind; email adds this use's extra recipients."""
+def build_sender(target: Destination, settings: Settings, key: str, overrides: dict[str, Any]) -> Sender:
+    """The sender of the destination's kind; email adds this use's extra recipients (`overrides`), the
+    webhook's `Idempotency-Key` is `key` (the delivery's or the digest's id)."""
     opts, secrets = target.options, target.secrets
     if target.kind == "dingtalk":
         mobiles, at_all = opts.get("at_mobiles", []), opts.get("at_all", False)
@@ -148,11 +149,11 @@ def build_sender(target: Destination, row: ReportDelivery, settings: Settings) -
             settings=settings,
         )
     if target.kind == "email":
-        return _email(target, row, settings)
-    return WebhookSender(opts["url"], secrets["secret"], row.id, settings)
+        return _email(target, overrides, settings)
+    return WebhookSender(opts["url"], secrets["secret"], key, settings)
 
 
-def _email(target: Destination, row: ReportDelivery, settings: Settings) -> Sender:
+def _email(target: Destination, overrides: dict[str, Any], settings: Settings) -> Sender:
     opts, secrets = target.options, target.secrets
     try:
         return EmailSender(
@@ -162,7 +163,7 @@ def _email(target: Destination, row: ReportDelivery, settings: Settings) -> Send
             username=opts.get("username"),
             password=secrets.get("password"),
             sender=opts["sender"],
-            recipients=list(dict.fromkeys([*opts["recipients"], *row.overrides.get("recipients", [])])),
+            recipients=list(dict.fromkeys([*opts["recipients"], *overrides.get("recipients", [])])),
             timeout_s=settings.delivery_timeout_s,
         )
     except ValueError as exc:  # a setting the sender refuses (a user without a password): never sendable

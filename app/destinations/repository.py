@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, or_, select
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from app.core.repository import Repository, table_of
 from app.core.states import DeliveryStatus
@@ -129,11 +131,17 @@ class DeliveryRepository(Repository):
 
     async def add_new(self, rows: Sequence[dict[str, Any]]) -> list[str]:
         """Insert the rows whose (subject, destination) has none yet, the others left out (not errors);
-        the ids of those inserted."""
+        the ids of those inserted. Only a duplicate key is let go: any other error (a value too long, a
+        missing column) is raised, where `INSERT IGNORE` would have cut or defaulted it with a warning."""
         if not rows:
             return []
-        stmt = DELIVERIES.insert().prefix_with("IGNORE", dialect="mysql")
-        await self.session.execute(stmt.prefix_with("OR IGNORE", dialect="sqlite"), list(rows))
+        stmt: Any
+        if self.session.get_bind().dialect.name == "sqlite":
+            stmt = sqlite_insert(DELIVERIES).on_conflict_do_nothing()
+        else:
+            my = mysql_insert(DELIVERIES)
+            stmt = my.on_duplicate_key_update(id=delivery.id)  # a no-op on the row already there
+        await self.session.execute(stmt, list(rows))
         ids = [str(row["id"]) for row in rows]
         return await self.all(select(delivery.id).where(delivery.id.in_(ids)), str)
 
@@ -213,6 +221,7 @@ class DeliveryRepository(Repository):
                 lease_token=None,
                 tries=0,
                 round=delivery.round + 1,
+                digest_id=None,  # sent alone: its digest (sent or failed for good) is not tried again
             )
         )
         return await self.rowcount(stmt)
@@ -225,6 +234,7 @@ class DeliveryRepository(Repository):
                 delivery.status == DeliveryStatus.PENDING.value,
                 delivery.next_attempt_at <= now,
                 or_(delivery.lease_until.is_(None), delivery.lease_until <= now),
+                delivery.digest_id.is_(None),  # a digest's notices go with it
             )
             .order_by(delivery.next_attempt_at)
             .limit(limit)
@@ -233,7 +243,7 @@ class DeliveryRepository(Repository):
 
     async def failing_destinations(self, scope: TenantScope, since: datetime) -> list[FailingDestination]:
         """Destinations with deliveries given up (`failed`) created since `since`: how many, the newest
-        error. Reads the failed rows of the window only (the status index)."""
+        error. Reads the failed rows of the window only (a range of the (status, created_at) index)."""
         stmt = (
             select(
                 delivery.destination_name,
@@ -263,7 +273,7 @@ class DeliveryRepository(Repository):
         self, now: datetime, limit: int
     ) -> list[tuple[ScheduleRun, Schedule, ReportJob | None]]:
         """Fires whose deadline has come (an index range of the runs still holding one): each with its
-        schedule and its job."""
+        schedule and its job (one read of them all by primary key, not one a fire)."""
         stmt = (
             select(ScheduleRun, Schedule)
             .join(Schedule, Schedule.id == run.schedule_id)  # type: ignore[arg-type]
@@ -271,11 +281,11 @@ class DeliveryRepository(Repository):
             .order_by(run.deadline_at)
             .limit(limit)
         )
-        out: list[tuple[ScheduleRun, Schedule, ReportJob | None]] = []
-        for fired, schedule in (await self.session.execute(stmt)).all():
-            job = await self.session.get(ReportJob, fired.job_id) if fired.job_id else None
-            out.append((fired, schedule, job))
-        return out
+        fires = [(fired, schedule) for fired, schedule in (await self.session.execute(stmt)).all()]
+        job_ids = sorted({fired.job_id for fired, _ in fires if fired.job_id})
+        found = select(ReportJob).where(jobs.id.in_(job_ids)).execution_options(populate_existing=True)
+        by_id = {job.id: job for job in await self.all(found, ReportJob)} if job_ids else {}
+        return [(fired, schedule, by_id.get(fired.job_id or "")) for fired, schedule in fires]
 
     async def clear_deadlines(self, run_ids: Sequence[int]) -> None:
         if run_ids:

@@ -26,6 +26,7 @@ WAKE_CHANNEL = "ro:wake"
 HANDLE_DEAD_LETTER = "handle_dead_letter"
 DELIVER_CALLBACK = "deliver_callback"
 DELIVER_REPORT = "deliver_report"
+DELIVER_DIGEST = "deliver_digest"
 
 
 # No expiry (arq's default: a day past the due time): a message waits as long as its job legitimately does (a
@@ -167,6 +168,12 @@ async def enqueue_delivery(delivery_id: str, round_: int) -> bool:
     """A finished report's delivery (or a notice) to a destination: the notifications process sends it.
     One message a round: a resend's is never taken for the running message of the round before."""
     return await _notify(DELIVER_REPORT, f"dl:{delivery_id}:{round_}", delivery_id, None)
+
+
+async def enqueue_digest(digest_id: str) -> bool:
+    """A digest of owners' notices: one message while it is pending (its notices' messages all publish it;
+    arq's job id keeps one), deferred by the digest itself until it is due."""
+    return await _notify(DELIVER_DIGEST, f"nd:{digest_id}", digest_id, None)
 
 
 async def _notify(function: str, arq_id: str, delivery_id: str, defer_until: datetime | None) -> bool:

@@ -16,7 +16,13 @@ from app.core.sqltypes import UTCDateTime, str_enum
 from app.core.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
 from app.core.times import utcnow
 from app.models.counters import FinishedMinute, OpenLetterCount
-from app.models.destinations import Destination, NotifyRoute, ReportDelivery
+from app.models.destinations import (
+    Destination,
+    NoticeDigest,
+    NoticeDigestSlot,
+    NotifyRoute,
+    ReportDelivery,
+)
 
 
 def _ts(nullable: bool = True, index: bool = False) -> Any:
@@ -374,7 +380,15 @@ class ReportTypePolicy(SQLModel, table=True):
 
 
 # Defined beside, re-exported with every other table.
-__all__ = ["Destination", "FinishedMinute", "NotifyRoute", "OpenLetterCount", "ReportDelivery"]
+__all__ = [
+    "Destination",
+    "FinishedMinute",
+    "NoticeDigest",
+    "NoticeDigestSlot",
+    "NotifyRoute",
+    "OpenLetterCount",
+    "ReportDelivery",
+]
 
 # Rows built with model_construct (app/jobs/building.py) are read before any query would have configured
 # the ORM's mappers in a fresh process: configure them once, now that every model is defined.

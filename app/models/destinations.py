@@ -1,5 +1,6 @@
 """The tables of destinations (a tenant's robots, mail servers and webhooks), of report deliveries (the outbox
-of finished reports and owners' notices, one row a destination a subject) and of a tenant's notify routes.
+of finished reports and owners' notices, one row a destination a subject), of the digests that carry the
+notices, and of a tenant's notify routes.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class ReportDelivery(SQLModel, table=True):
         sa.UniqueConstraint("subject", "destination_id", name="uq_report_deliveries_subject_dest"),
         sa.Index("ix_report_deliveries_due", "status", "next_attempt_at"),
         sa.Index("ix_report_deliveries_job", "job_id"),
+        sa.Index("ix_report_deliveries_created", "status", "created_at"),  # failing destinations, a day's
+        sa.Index("ix_report_deliveries_digest", "digest_id"),
     )
 
     id: str = Field(primary_key=True, max_length=26)
@@ -70,6 +73,45 @@ class ReportDelivery(SQLModel, table=True):
     last_error: str | None = Field(default=None, max_length=500)
     sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    # A notice goes out in its destination's digest (`notice_digests`): sent, tried and recorded with it.
+    digest_id: str | None = Field(default=None, max_length=26)
+
+
+class NoticeDigest(SQLModel, table=True):
+    """The message that carries owners' notices to one destination. Notices staged while it is open join
+    it; it is due NOTICE_COALESCE_S after it opened. A sender's lease closes it (`closed_at`): its notices
+    are fixed from then on, so every try sends the same ones under the same key; the outcome is recorded on
+    it and its notices at once."""
+
+    __tablename__ = "notice_digests"
+    __table_args__ = (sa.Index("ix_notice_digests_due", "status", "next_attempt_at"),)
+
+    id: str = Field(primary_key=True, max_length=26)
+    tenant: str = Field(max_length=64)
+    destination_id: str = Field(max_length=26)
+    closed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)  # leased: no notice joins any more
+    members: int = Field(default=0, nullable=False)
+    status: DeliveryStatus = Field(
+        default=DeliveryStatus.PENDING, sa_type=str_enum(DeliveryStatus), nullable=False
+    )
+    tries: int = Field(default=0, nullable=False)
+    parts_sent: int = Field(default=0, nullable=False)  # messages of the split digest accepted so far
+    next_attempt_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    lease_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    lease_token: str | None = Field(default=None, max_length=26)
+    last_error: str | None = Field(default=None, max_length=500)
+    sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class NoticeDigestSlot(SQLModel, table=True):
+    """A destination's newest digest: the row a stager locks (by primary key) to find the open digest or to
+    open the next one."""
+
+    __tablename__ = "notice_digest_slots"
+
+    destination_id: str = Field(primary_key=True, max_length=26)
+    digest_id: str = Field(max_length=26)
 
 
 class NotifyRoute(SQLModel, table=True):

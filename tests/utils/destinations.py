@@ -44,6 +44,16 @@ async def deliveries(client: httpx.AsyncClient, auth: dict[str, str], job_id: st
     return list(resp.json()["items"])
 
 
+def told(receiver: Any) -> list[dict[str, Any]]:
+    """Every owners' notice a webhook receiver accepted, in order: a message of one notice, or each notice
+    of a digest (`notices`, each with its title and facts)."""
+    out: list[dict[str, Any]] = []
+    for accepted in receiver.accepted:
+        body = accepted.body
+        out += body["notices"] if body.get("notice") == "digest" else [body]
+    return out
+
+
 async def run_and_deliver() -> None:
     """Run every queued job, then every delivery (and retry) on the notifications channel."""
     await drain()

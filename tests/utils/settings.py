@@ -15,6 +15,7 @@ BASE_ENV = {
     "LOG_JSON": "false",
     "LOG_LEVEL": "WARNING",
     "ALERT_COALESCE_S": "0.2",
+    "NOTICE_COALESCE_S": "0.2",
     "ALERT_TIMEOUT_S": "0.5",
     "ALERT_RETRY_MAX_S": "0.5",
     "CALLBACK_SECRET": "cb-test-secret-0123456789",

@@ -39,6 +39,7 @@ E2E_ENV: dict[str, str] = {
     "LOG_JSON": "false",
     "LOG_LEVEL": "INFO",
     "ALERT_COALESCE_S": "0.2",
+    "NOTICE_COALESCE_S": "0.2",
     "ALERT_TIMEOUT_S": "0.5",
     "ALERT_RETRY_MAX_S": "0.5",
     "PYTHONUNBUFFERED": "1",
@@ -57,6 +58,9 @@ TABLES = (
     "destinations",
     "notify_routes",
     "open_letter_counts",
+    "report_deliveries",
+    "notice_digests",
+    "notice_digest_slots",
 )
 MAIN_HEALTH_KEY = "arq:queue:health-check"
 DEAD_LETTER_HEALTH_KEY = "arq:dead-letters:health-check"

@@ -77,7 +77,7 @@ async def test_sixty_jobs_dying_at_once_give_at_most_20_messages_a_minute_naming
         await asyncio.sleep(0.1)
     consumer.cancel()
     assert all(r.accepted for r in dingtalk.received), [r.reason for r in dingtalk.received]
-    assert dingtalk.max_in_any_minute() <= 20
+    assert dingtalk.max_in_window(60) <= 20
     mentioned = "\n".join(r.text for r in dingtalk.accepted)
     assert [i for i in ids if i not in mentioned] == []
     assert all(item["alert"]["status"] == "sent" for item in await letters(client, auth, limit=200))

@@ -20,11 +20,12 @@ from app.core.ids import new_id
 from app.core.states import JobStatus
 from app.core.times import utcnow
 from app.destinations import slow_routes
-from app.destinations.repository import DestinationRepository
+from app.destinations.repository import DeliveryRepository, DestinationRepository
 from app.maintenance.deadlines import check_deadlines
 from app.models import ReportJob
 from app.schedules.firing import fire_due
-from tests.utils.destinations import make_destination, webhook_body
+from tests.utils.database import statements_run
+from tests.utils.destinations import deliveries, make_destination, told, webhook_body
 from tests.utils.schedules import create_schedule, make_due, schedule_jobs
 from tests.utils.workers import drain, drain_alerts
 
@@ -37,15 +38,15 @@ def next_whole_hour_a_day_ahead() -> datetime:
 async def hourly_with_owners(
     client: httpx.AsyncClient, auth: dict[str, str], base: datetime, **fields: Any
 ) -> str:
-    schedule = await create_schedule(
-        client, auth, name=f"hourly-{base:%H}", cron="0 * * * *", notify_to=["warehouse-hook"], **fields
-    )
+    fields.setdefault("name", f"hourly-{base:%H}")
+    schedule = await create_schedule(client, auth, cron="0 * * * *", notify_to=["warehouse-hook"], **fields)
     await make_due(schedule["id"], base)
     return str(schedule["id"])
 
 
 def notices(receiver: Any, event: str) -> list[dict[str, Any]]:
-    return [d.body for d in receiver.accepted if d.body.get("notice") == event]
+    """The notices of `event` the receiver accepted, whether alone or in a digest."""
+    return [n for n in told(receiver) if n.get("notice") == event]
 
 
 async def test_a_late_fire_tells_its_owners_once_and_an_on_time_one_not_at_all(
@@ -89,6 +90,8 @@ async def test_fires_missed_while_no_scheduler_ran_are_told_once_each(
     assert len(missed) == 2 and {m["schedule_id"] for m in missed} == {sid}
     assert len({m["subject"] for m in missed}) == 2
     assert all(m["facts"]["Why"] == "no scheduler was running at its time" for m in missed)
+    [digest] = [d.body for d in receiver.accepted]  # staged together: one message
+    assert digest["notice"] == "digest" and digest["title"] == "2 owner notices (2 missed)"
 
 
 async def test_a_fires_job_that_dies_tells_its_owners(
@@ -105,6 +108,8 @@ async def test_a_fires_job_that_dies_tells_its_owners(
     [job] = await schedule_jobs(sid)
     [notice] = notices(receiver, "dead")
     assert notice["job_id"] == job.id and "is dead" in receiver.accepted[0].body["title"]
+    [row] = await deliveries(client, auth, job.id)  # the job's page and API tell it as its digest went
+    assert (row["kind"], row["status"], row["tries"]) == ("webhook", "sent", 1)
 
 
 async def insert_done_runs(tenant: str, report_type: str, count: int, took_s: float) -> None:
@@ -222,3 +227,20 @@ async def test_only_the_jobs_of_schedules_with_owners_start_with_their_success_s
 
     assert isinstance(owned_start, attempts.Started) and isinstance(plain_start, attempts.Started)
     assert owned_start.key.has_effects and not plain_start.key.has_effects
+
+
+async def test_the_deadline_check_reads_every_due_fires_job_in_one_statement(
+    client: httpx.AsyncClient, auth: dict[str, str], receiver: Any
+) -> None:
+    """(Review) `due_deadlines` read each fire's job with its own `session.get` (N+1)."""
+    await make_destination(client, auth, webhook_body(receiver))
+    base = next_whole_hour_a_day_ahead()
+    deadline = f"{base + timedelta(minutes=30):%H:%M}"
+    for n in range(3):
+        await hourly_with_owners(client, auth, base, deadline=deadline, params={"rows": 1}, name=f"s{n}")
+    assert await fire_due(base + timedelta(seconds=1)) == 3
+    with statements_run() as seen:
+        async with session_scope() as session:
+            due = await DeliveryRepository(session).due_deadlines(base + timedelta(minutes=31), 100)
+    assert len(due) == 3 and all(job is not None and job.id == fired.job_id for fired, _, job in due)
+    assert sum(1 for sql in seen if "FROM report_jobs" in sql) == 1, seen

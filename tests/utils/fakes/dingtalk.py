@@ -69,18 +69,11 @@ class FakeDingTalk(FakeServer):
         if not self.valid_signature(path):
             self.received.append(Received(now, body, False, "sign"))
             return 200, {"errcode": 310000, "errmsg": "sign not match"}
-        with self._lock:
-            recent = [r for r in self.received if r.accepted and now - r.at < 60]
-            if len(recent) >= self.limit_per_minute:
-                self.received.append(Received(now, body, False, "rate"))
-                return 200, {"errcode": 130101, "errmsg": "send too fast, exceed 20 times per minute"}
-            self.received.append(Received(now, body, True))
+        limits = [(self.limit_per_minute, 60.0)]
+        if not self.admit(now, limits, Received(now, body, True), Received(now, body, False, "rate")):
+            return 200, {"errcode": 130101, "errmsg": "send too fast, exceed 20 times per minute"}
         return 200, {"errcode": 0, "errmsg": "ok"}
 
     @property
     def accepted(self) -> list[Received]:
         return [r for r in self.received if r.accepted]
-
-    def max_in_any_minute(self) -> int:
-        times = sorted(r.at for r in self.accepted)
-        return max((sum(1 for t in times if s <= t < s + 60) for s in times), default=0)

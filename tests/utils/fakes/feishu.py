@@ -98,21 +98,11 @@ class FakeFeishu(FakeServer):
         if not self.well_formed(body):
             self.received.append(Received(now, body, False, "format"))
             return 200, {"code": 9499, "msg": "Bad Request", "data": {}}
-        with self._lock:
-            accepted = [r.at for r in self.received if r.accepted]
-            if (
-                sum(1 for t in accepted if now - t < 1) >= self.limit_per_second
-                or sum(1 for t in accepted if now - t < 60) >= self.limit_per_minute
-            ):
-                self.received.append(Received(now, body, False, "rate"))
-                return 200, {"code": 11232, "msg": "frequency limited", "data": {}}
-            self.received.append(Received(now, body, True))
+        limits = [(self.limit_per_second, 1.0), (self.limit_per_minute, 60.0)]
+        if not self.admit(now, limits, Received(now, body, True), Received(now, body, False, "rate")):
+            return 200, {"code": 11232, "msg": "frequency limited", "data": {}}
         return 200, {"StatusCode": 0, "StatusMessage": "success", "code": 0, "data": {}, "msg": "success"}
 
     @property
     def accepted(self) -> list[Received]:
         return [r for r in self.received if r.accepted]
-
-    def max_in_window(self, window_s: float) -> int:
-        times = sorted(r.at for r in self.accepted)
-        return max((sum(1 for t in times if s <= t < s + window_s) for s in times), default=0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
@@ -20,6 +20,7 @@ class FakeServer:
     url_path = "/"
     hang_s: float = 30.0
     script: list[str]  # behaviours for the next requests; "ok" once it is empty
+    received: list[Any]  # what came in, each with `at` (time.time()) and `accepted`
     _hooks: list[Callable[[], None]]
 
     def respond(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any] | None]:
@@ -92,6 +93,20 @@ class FakeServer:
         if behaviour == "http500":
             return 500, {"error": "internal"}
         return (200, refusals[behaviour]) if behaviour in refusals else None
+
+    def admit(self, now: float, limits: Sequence[tuple[int, float]], accepted: Any, refused: Any) -> bool:
+        """A robot's rate limits: whether a message at `now` keeps every (count, window_s) limit over the
+        messages accepted so far; records `accepted` or `refused` in the same locked step."""
+        with self._lock:
+            times = [r.at for r in self.received if r.accepted]
+            ok = all(sum(1 for t in times if now - t < window_s) < count for count, window_s in limits)
+            self.received.append(accepted if ok else refused)
+        return ok
+
+    def max_in_window(self, window_s: float) -> int:
+        """The most messages accepted within any `window_s` (what a robot's limit is checked against)."""
+        times = sorted(r.at for r in self.received if r.accepted)
+        return max((sum(1 for t in times if s <= t < s + window_s) for s in times), default=0)
 
     def stop(self) -> None:
         self._release.set()

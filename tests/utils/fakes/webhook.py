@@ -55,7 +55,3 @@ class FakeWebhook(FakeServer):
     @property
     def accepted(self) -> list[Received]:
         return [r for r in self.received if r.accepted]
-
-    def max_in_window(self, window_s: float) -> int:
-        times = sorted(r.at for r in self.accepted)
-        return max((sum(1 for t in times if s <= t < s + window_s) for s in times), default=0)

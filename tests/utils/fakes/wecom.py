@@ -89,12 +89,9 @@ class FakeWeCom(FakeServer):
         if problem is not None:
             self.received.append(Received(now, body, False, problem))
             return 200, {"errcode": 40058 if problem == "size" else 40008, "errmsg": f"invalid {problem}"}
-        with self._lock:
-            recent = [r for r in self.received if r.accepted and now - r.at < 60]
-            if len(recent) >= self.limit_per_minute:
-                self.received.append(Received(now, body, False, "rate"))
-                return 200, {"errcode": 45009, "errmsg": "api freq out of limit"}
-            self.received.append(Received(now, body, True))
+        limits = [(self.limit_per_minute, 60.0)]
+        if not self.admit(now, limits, Received(now, body, True), Received(now, body, False, "rate")):
+            return 200, {"errcode": 45009, "errmsg": "api freq out of limit"}
         return 200, {"errcode": 0, "errmsg": "ok"}
 
     @property
