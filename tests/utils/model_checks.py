@@ -39,6 +39,10 @@ class RunnerDisowned(Violation):
     """(b) A live runner's attempt is no longer the job's running attempt."""
 
 
+class TwoMessages(Violation):
+    """(b) Two messages of one job in Redis: either may run it, and only one holds its slot."""
+
+
 class CapExceeded(Violation):
     """(c) More jobs running than a cap allows."""
 
@@ -85,6 +89,7 @@ class Snapshot:
     in_lanes: frozenset[str]  # jobs with a message (that still exists) waiting in a lane
     history: dict[str, list[str]]  # each job's attempts, oldest first (for the failure messages)
     slots: dict[str, str] | None  # job id → the message holding its slot; None while not rebuilt (a flush)
+    messages: dict[str, list[str]]  # job id → the arq ids of its messages Redis holds (one at most)
 
     def due(self, job: JobRow) -> bool:
         if job.status == "pending":
@@ -127,10 +132,14 @@ async def snapshot() -> Snapshot:
             pipe.exists(f"arq:job:{arq_id}")
         alive = await pipe.execute()
     held = frozenset(arq_id.split(":")[0] for arq_id, exists in zip(members, alive, strict=True) if exists)
+    messages: dict[str, list[str]] = {}
+    async for key in pool.scan_iter(match="arq:job:*"):
+        arq_id = _text(key).removeprefix("arq:job:")
+        messages.setdefault(arq_id.split(":")[0], []).append(arq_id)
     slots = None
     if await pool.exists("ro:d:ready"):
         slots = {_text(k): _text(v).split("\t")[0] for k, v in (await pool.hgetall("ro:d:claims")).items()}
-    return Snapshot(now, jobs, attempts, held, history, slots)
+    return Snapshot(now, jobs, attempts, held, history, slots, messages)
 
 
 async def claimable_tenants(now_ms: float) -> set[str]:
@@ -167,6 +176,7 @@ def check_every_step(world: World, snap: Snapshot) -> None:
     if world.crashes:
         raise WorkerCrashed(f"a delivery raised out of arq's run_job: {world.crashes}")
     check_one_attempt(world, snap)
+    check_one_message(snap)
     check_runners_held(world, snap)
     check_one_per_key(snap)
     check_running_counted(world, snap)
@@ -174,6 +184,12 @@ def check_every_step(world: World, snap: Snapshot) -> None:
     for delivery in entered:
         check_caps(world, snap, delivery)
         check_predecessors(world, snap, delivery)
+
+
+def check_one_message(snap: Snapshot) -> None:
+    twice = {job_id: sorted(ids) for job_id, ids in snap.messages.items() if len(ids) > 1}
+    if twice:
+        raise TwoMessages(f"jobs with more than one message in Redis: {twice}")
 
 
 def check_one_attempt(world: World, snap: Snapshot) -> None:
