@@ -117,7 +117,7 @@ async def throughput(bench: Bench) -> dict[str, Any]:
 
     api_on = await bench.launch_api("api-metrics-on", METRICS_ENABLED="true")
     try:
-        api_off = await bench.launch_api("api-metrics-off", **OFF)
+        api_off = await bench.launch_api("api-metrics-off", 1, **OFF)
         try:
             apis = {"on": api_on, "off": api_off}
             for api in apis.values():
@@ -189,6 +189,7 @@ async def state_round(bench: Bench) -> dict[str, Any]:
     from app.core.config import get_settings
     from app.core.db import get_engine, session_scope
     from app.core.times import utcnow
+    from app.dead_letters.repository import DeadLetterRepository
     from app.fleet.repository import FleetRepository
     from app.observability.repository import StateRepository
     from app.observability.service import take_snapshot
@@ -224,8 +225,9 @@ async def state_round(bench: Bench) -> dict[str, Any]:
         now = utcnow()
         async with session_scope() as session:
             state, fleet = StateRepository(session), FleetRepository(session)
+            letters = DeadLetterRepository(session)
             await timed("live_jobs", state.live_jobs(now))
-            await timed("open_dead_letters", state.open_dead_letters())
+            await timed("open_dead_letters", letters.open_letters(None))
             await timed("pending_alerts", state.pending_alerts())
             await timed("pending_callbacks", state.pending_callbacks())
             await timed("live_workers", fleet.live_counts(now - live_for))

@@ -1,4 +1,4 @@
-"""Browser fixtures: one real Chromium for the session, and per module one e2e stack (the private MariaDB and
+"""Browser fixtures: one real Chromium for the session, and one e2e stack for the package (the private MariaDB and
 Redis of tests/e2e, the api, a worker, the dead-letter consumer and the scheduler as real processes, alerts
 going to a fake DingTalk). Tests are isolated by tenant, each with its own keys, not by restarting servers.
 """
@@ -42,7 +42,7 @@ CONSOLE_ENV = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def console(
     e2e_servers: Servers,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
