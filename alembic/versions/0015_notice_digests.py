@@ -46,6 +46,8 @@ def upgrade() -> None:
         sa.Column("digest_id", sa.String(length=26), nullable=False),
         sa.PrimaryKeyConstraint("destination_id"),
     )
+    # Every destination has its slot from the start (a stager only ever locks an existing row).
+    op.execute("INSERT INTO notice_digest_slots (destination_id, digest_id) SELECT id, '' FROM destinations")
     op.add_column("report_deliveries", sa.Column("digest_id", sa.String(length=26), nullable=True))
     op.create_index("ix_report_deliveries_digest", "report_deliveries", ["digest_id"])
 

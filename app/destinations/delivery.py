@@ -101,7 +101,7 @@ async def stage_notice(session: AsyncSession, notice: Notice) -> list[str]:
     targets = await DestinationRepository(session).named(notice.tenant, notice.destination_ids)
     if not targets:
         return []
-    targets.sort(key=lambda target: target.id)  # digests are locked in this order: stagers never deadlock
+    targets.sort(key=lambda target: target.id)  # one notice's slots in one order (others' are skipped)
     now = utcnow()
     due_at = now + timedelta(seconds=get_settings().notice_coalesce_s)  # when its digest goes
     rows = [

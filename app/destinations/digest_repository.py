@@ -26,6 +26,10 @@ delivery = DELIVERIES.c
 
 
 class DigestRepository(Repository):
+    async def add_slot(self, destination_id: str) -> None:
+        """A new destination's slot (no digest yet): stagers lock it, never create it."""
+        await self.session.execute(SLOTS.insert().values(destination_id=destination_id, digest_id=""))
+
     async def join(
         self,
         tenant: str,
@@ -40,31 +44,47 @@ class DigestRepository(Repository):
 
         Locks: the destination's slot row (its primary key: a record lock, never a gap), then its newest
         digest's row, to the end of the transaction; a sender's lease locks a digest's row only, so it waits
-        for these notices and finds them all, and never the other way round. Call it for a transaction's
-        destinations in id order (two stagers then take slots in one order)."""
+        for these notices and finds them all, and never the other way round. A slot another stager holds is
+        skipped (SKIP LOCKED): the notices open a digest of their own rather than wait, so stagers that each
+        stage several notices never wait for one another's slots (no cycle)."""
         candidate = new_id()
-        slot: Any
-        if self.session.get_bind().dialect.name == "sqlite":
-            slot = sqlite_insert(SLOTS).values(destination_id=destination_id, digest_id=candidate)
-            slot = slot.on_conflict_do_nothing()
-        else:
-            slot = mysql_insert(SLOTS).values(destination_id=destination_id, digest_id=candidate)
-            slot = slot.on_duplicate_key_update(destination_id=slots.destination_id)
-        await self.session.execute(slot)
-        held = select(slots.digest_id).where(slots.destination_id == destination_id).with_for_update()
-        digest_id = str((await self.session.execute(held)).scalar_one())
+        held = select(slots.digest_id).where(slots.destination_id == destination_id)
+        found_slot = (await self.session.execute(held.with_for_update(skip_locked=True))).one_or_none()
+        if found_slot is None and (await self.session.execute(held)).one_or_none() is not None:
+            # Another stager holds this destination's slot: waiting could close a cycle with it (each
+            # transaction may stage several notices), so these notices open a digest of their own.
+            await self._open(candidate, tenant, destination_id, due_at, now)
+            return await self._joined(candidate, notice_ids)
+        if found_slot is None:  # the destination's first notice: its slot is made (a new row)
+            await self.session.execute(self._new_slot(destination_id, candidate))
+            found_slot = (await self.session.execute(held.with_for_update())).one()
+        digest_id = str(found_slot.digest_id)
         newest = select(digest.closed_at, digest.members).where(digest.id == digest_id).with_for_update()
         found = (await self.session.execute(newest)).one_or_none()
         if found is None or found.closed_at is not None or found.members >= cap:
             digest_id = candidate if found is None else new_id()
-            opened = DIGESTS.insert().values(
-                id=digest_id, tenant=tenant, destination_id=destination_id, members=0,
-                status=DeliveryStatus.PENDING.value, tries=0, parts_sent=0, next_attempt_at=due_at,
-                created_at=now,
-            )  # fmt: skip
-            await self.session.execute(opened)
+            await self._open(digest_id, tenant, destination_id, due_at, now)
             moved = SLOTS.update().where(slots.destination_id == destination_id).values(digest_id=digest_id)
             await self.session.execute(moved)
+        return await self._joined(digest_id, notice_ids)
+
+    def _new_slot(self, destination_id: str, digest_id: str) -> Any:
+        if self.session.get_bind().dialect.name == "sqlite":
+            return sqlite_insert(SLOTS).values(destination_id=destination_id, digest_id=digest_id)
+        slot = mysql_insert(SLOTS).values(destination_id=destination_id, digest_id=digest_id)
+        return slot.on_duplicate_key_update(destination_id=slots.destination_id)
+
+    async def _open(
+        self, digest_id: str, tenant: str, destination_id: str, due_at: datetime, now: datetime
+    ) -> None:
+        opened = DIGESTS.insert().values(
+            id=digest_id, tenant=tenant, destination_id=destination_id, members=0,
+            status=DeliveryStatus.PENDING.value, tries=0, parts_sent=0, next_attempt_at=due_at,
+            created_at=now,
+        )  # fmt: skip
+        await self.session.execute(opened)
+
+    async def _joined(self, digest_id: str, notice_ids: Sequence[str]) -> str:
         grown = (
             DIGESTS.update().where(digest.id == digest_id).values(members=digest.members + len(notice_ids))
         )
@@ -126,10 +146,13 @@ class DigestRepository(Repository):
         error: str | None,
         next_at: datetime | None,
         sent_at: datetime | None,
+        accepted: Sequence[str] = (),
+        now: datetime | None = None,
     ) -> int:
         """One try's outcome on the digest and, in the same transaction, on each of its notices (what the job
         pages and the API show): by the lease's holder only (its token), so a record that comes after the
-        lease was lost changes nothing, and no notice is ever recorded apart from its digest."""
+        lease was lost changes nothing, and no notice is ever recorded apart from its digest. The notices of
+        messages already accepted (`accepted`, sent at `now`) are recorded sent whatever the outcome."""
         values: dict[str, Any] = {
             "status": status.value,
             "tries": row.tries + 1,
@@ -142,6 +165,9 @@ class DigestRepository(Repository):
         if await self.rowcount(held.values(**values, lease_until=None, lease_token=None)) != 1:
             return 0
         told = DELIVERIES.update().where(delivery.digest_id == row.id, delivery.status == row.status.value)
+        if accepted and status != DeliveryStatus.SENT:
+            done = {**values, "status": DeliveryStatus.SENT.value, "last_error": None, "sent_at": now}
+            await self.session.execute(told.where(delivery.id.in_(list(accepted))).values(**done))
         await self.session.execute(told.values(**values))
         return 1
 

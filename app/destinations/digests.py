@@ -22,7 +22,7 @@ from app.core.times import utcnow
 from app.destinations.delivery import PER_MINUTE, RECORD_FOR_S, DeliveryOutcome, after_try, lease_s
 from app.destinations.digest_repository import DigestRepository
 from app.destinations.messages import build_sender
-from app.destinations.notice_messages import digest_messages
+from app.destinations.notice_messages import digest_parts
 from app.destinations.repository import DestinationRepository
 from app.destinations.senders.base import SendError
 from app.models import NoticeDigest
@@ -49,8 +49,9 @@ async def deliver_digest(digest_id: str) -> DeliveryOutcome:
     async with session_scope() as session:
         notices = await DigestRepository(session).notices(row.id)
     if target is None or not notices:
-        return await _recorded(row, token, "destination deleted" if notices else "no notices", True)
-    messages = digest_messages(notices, target.kind, row.id)
+        return await _recorded(row, token, "destination deleted" if notices else "no notices", True, [])
+    parts = digest_parts(notices, target.kind, row.id)
+    messages = [message for message, _ in parts]
     key = notices[0].id if len(notices) == 1 else row.id  # one notice: its own id, as a report's delivery
     sender = build_sender(target, settings, key, {})
     per_minute = PER_MINUTE.get(target.kind)
@@ -76,7 +77,8 @@ async def deliver_digest(digest_id: str) -> DeliveryOutcome:
         sent += 1
         if sent < len(messages) and not await _progress(row, token, sent):
             return DeliveryOutcome(f"sent {sent} of {len(messages)}; the lease was lost to another sender")
-    return await _recorded(row, token, error, final)
+    accepted = [notice_id for _, ids in parts[:sent] for notice_id in ids]
+    return await _recorded(row, token, error, final, accepted)
 
 
 async def _progress(row: NoticeDigest, token: str, sent: int) -> bool:
@@ -89,7 +91,11 @@ async def _progress(row: NoticeDigest, token: str, sent: int) -> bool:
     return False  # pragma: no cover (outage_retrying raises once it gives up)
 
 
-async def _recorded(row: NoticeDigest, token: str, error: str | None, final: bool) -> DeliveryOutcome:
+async def _recorded(
+    row: NoticeDigest, token: str, error: str | None, final: bool, accepted: list[str]
+) -> DeliveryOutcome:
+    """The try's outcome; the notices of messages already accepted (`accepted`) are recorded sent whatever
+    becomes of the rest."""
     now = utcnow()
     status, next_at, detail = after_try(row.tries + 1, error, final, now)
     sent_at = now if error is None else None
@@ -97,7 +103,8 @@ async def _recorded(row: NoticeDigest, token: str, error: str | None, final: boo
         async for attempt in outage_retrying(RECORD_FOR_S):
             with attempt:
                 async with session_scope() as session:
-                    await DigestRepository(session).record_try(row, token, status, error, next_at, sent_at)
+                    repo = DigestRepository(session)
+                    await repo.record_try(row, token, status, error, next_at, sent_at, accepted, now)
     except Exception as exc:
         if is_db_outage(exc) and error is None:
             log.error(

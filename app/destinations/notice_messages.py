@@ -62,30 +62,39 @@ def _size(message: Message) -> int:
 
 
 def digest_messages(rows: Sequence[ReportDelivery], kind: str, digest_id: str) -> list[Message]:
-    """The messages of a digest's notices (oldest first), the same for every try of it: one notice as its
-    own message; else every notice with all its facts, packed in order into messages within the kind's
-    limit (each notice whole in one of them)."""
+    return [message for message, _ in digest_parts(rows, kind, digest_id)]
+
+
+def digest_parts(
+    rows: Sequence[ReportDelivery], kind: str, digest_id: str
+) -> list[tuple[Message, list[str]]]:
+    """The messages of a digest's notices (oldest first), each with the ids of the notices it carries, the
+    same for every try of it: one notice as its own message; else every notice with all its facts, packed
+    in order into messages within the kind's limit (each notice whole in one of them)."""
     if len(rows) == 1:
-        return [notice_message(rows[0])]
+        return [(notice_message(rows[0]), [rows[0].id])]
     limit = MESSAGE_MAX_BYTES.get(kind)
     if limit is None:
-        return [_message(rows, _title(rows, 1, 1), digest_id)]
-    # Pack with room for the longest title a part can have (the part numbers change the title's length).
-    worst = len(_title(rows, len(rows), len(rows)).encode())
+        return [(_message(rows, _title(rows, 1, 1), digest_id), [row.id for row in rows])]
+    # Packed under the longest title any part can have (every notice's kinds and counts, the largest part
+    # numbers), which a message carries twice: the sender's heading and the markdown's own.
+    worst = _title(rows, len(rows), len(rows))
     groups: list[list[ReportDelivery]] = [[]]
     for row in rows:
         candidate = [*groups[-1], row]
-        if groups[-1] and _size(_message(candidate, "", digest_id)) + worst > limit:
+        if groups[-1] and _size(_message(candidate, worst, digest_id)) > limit:
             groups.append([row])
         else:
             groups[-1] = candidate
-    messages = [_message(g, _title(g, i, len(groups)), digest_id) for i, g in enumerate(groups, 1)]
-    return [_fitted(m, limit) for m in messages]
+    return [
+        (_fitted(_message(g, _title(g, i, len(groups)), digest_id), limit), [row.id for row in g])
+        for i, g in enumerate(groups, 1)
+    ]
 
 
 def _fitted(message: Message, limit: int) -> Message:
     """A message of one notice still over the limit (a notice of many long facts) is cut, as a single
-    notice's message is; never one of several notices (they are packed to fit)."""
+    notice's message is; never one of several notices (they are packed to fit under the worst title)."""
     if _size(message) <= limit:
         return message
     head = len(f"## {message.title}\n\n".encode())

@@ -15,6 +15,7 @@ from app.core.errors import Conflict, NotFound, ValidationFailed
 from app.core.ids import new_id
 from app.core.tenancy import TenantScope
 from app.core.times import utcnow
+from app.destinations.digest_repository import DigestRepository
 from app.destinations.repository import DestinationRepository
 from app.destinations.schemas import SECRET_FIELDS, DeliverTo, DestinationBody, EmailBody, NotifyRouteCreate
 from app.http.ssrf import CallbackRefused, check_host, check_url
@@ -61,6 +62,7 @@ async def create(tenant: str, body: DestinationBody) -> Destination:
     try:
         async with session_scope() as session:
             await DestinationRepository(session).add(row)
+            await DigestRepository(session).add_slot(row.id)
     except IntegrityError as exc:
         raise Conflict(f"Tenant {tenant!r} already has a destination named {body.name!r}.") from exc
     return row

@@ -127,17 +127,32 @@ async def release_slots(
 HOLD_FOR_S = 10.0
 
 
+@dataclass
+class _HoldCall:
+    """One started attempt's slot check in a batch; `withdrawn` once its caller was cancelled (a stopping
+    worker hands the attempt back): from then on the batch does not send it."""
+
+    hold: capacity.Hold
+    withdrawn: bool = False
+
+
 async def hold_slot(job: ReportJob, arq_id: str, token: str, lease_ms: int, attempt: int) -> str:
     """Right after the job's attempt (`attempt_code`) started: 'ok' (it holds its job's slot: run it),
     'over' (a flush took its slot and a cap is full now), 'superseded' (a later attempt holds the slot, or
     the stuck scan declared this one over), or 'unknown' (Redis did not answer for HOLD_FOR_S). Only 'ok'
     runs: a slot nobody could confirm may be counted by no one while other workers claim. The attempts a
-    worker starts together are checked together (one round trip a batch, as their starts were committed)."""
-    return await _holds().submit(capacity.Hold(arq_id, token, queue.lane_of(job), lease_ms, attempt))
+    worker starts together are checked together (one round trip a batch, as their starts were committed);
+    a cancelled caller's check is withdrawn unless its round trip is already under way."""
+    call = _HoldCall(capacity.Hold(arq_id, token, queue.lane_of(job), lease_ms, attempt))
+    try:
+        return await _holds().submit(call)
+    except asyncio.CancelledError:
+        call.withdrawn = True
+        raise
 
 
 @cache
-def _holds() -> GroupCommit[capacity.Hold, str]:
+def _holds() -> GroupCommit[_HoldCall, str]:
     return GroupCommit(_flush_holds, get_settings().worker_group_commit_max_jobs)
 
 
@@ -146,20 +161,24 @@ def forget_holds() -> None:
     _holds.cache_clear()
 
 
-async def _flush_holds(holds: list[capacity.Hold]) -> list[str | BaseException]:
+async def _flush_holds(calls: list[_HoldCall]) -> list[str | BaseException]:
     deadline = time.monotonic() + HOLD_FOR_S
     delay_s = 0.1
     while True:
+        live = [call for call in calls if not call.withdrawn]
+        if not live:
+            return ["withdrawn"] * len(calls)
         try:
-            answers = await capacity.hold_slots(holds)
+            answers = await capacity.hold_slots([call.hold for call in live])
             if answers is not None:
-                return list(answers)
+                by_call = {id(call): answer for call, answer in zip(live, answers, strict=True)}
+                return [by_call.get(id(call), "withdrawn") for call in calls]
             await rebuild_dispatch()
             continue
         except Exception as exc:
             if time.monotonic() + delay_s > deadline:
-                log.warning("slots not confirmed", extra={"jobs": len(holds), "error": repr(exc)})
-                return ["unknown"] * len(holds)
+                log.warning("slots not confirmed", extra={"jobs": len(calls), "error": repr(exc)})
+                return ["unknown"] * len(calls)
         await asyncio.sleep(delay_s)
         delay_s = min(delay_s * 2, 2.0)
 

@@ -152,18 +152,22 @@ async def purge_expired_jobs(budget_s: float | None = None) -> int:
     retention.resume()
     streams = 1 if settings.is_sqlite else PURGE_STREAMS
     try:
-        while True:  # a round: a batch of each status with any left; the first whatever the budget
-            for status in list(retention.cursors):
-                job_ids = await retention.next_page(status)
-                if job_ids:
-                    retention.running.add(asyncio.create_task(retention.purge(job_ids)))
-                await retention.settle(streams)
-                if retention.outage:
+        try:
+            while True:  # a round: a batch of each status with any left; the first whatever the budget
+                for status in list(retention.cursors):
+                    job_ids = await retention.next_page(status)
+                    if job_ids:
+                        retention.running.add(asyncio.create_task(retention.purge(job_ids)))
+                    await retention.settle(streams)
+                    if retention.outage:
+                        break
+                if retention.over():
                     break
-            if retention.over():
-                break
-    finally:
-        await retention.settle(0)  # the batches under way end (or fail) before the tick goes on
+        finally:
+            await retention.settle(0)  # the batches under way end (or fail) before the tick goes on
+    except BaseException:
+        forget_retention_walk()  # a batch that failed (an outage, a deadlock) goes on the next tick
+        raise
     if retention.outage:
         forget_retention_walk()  # the batch kept goes on the next tick: its walk starts from the head
         log.warning("retention: output store unavailable; expired jobs kept until the next tick")

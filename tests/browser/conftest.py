@@ -1,6 +1,7 @@
-"""Browser fixtures: one real Chromium for the session, and one e2e stack for the package (the private MariaDB and
-Redis of tests/e2e, the api, a worker, the dead-letter consumer and the scheduler as real processes, alerts
-going to a fake DingTalk). Tests are isolated by tenant, each with its own keys, not by restarting servers.
+"""Browser fixtures: one real Chromium for the session, and one e2e stack for the package (a private
+MariaDB and Redis as in tests/e2e, the api, a worker, the dead-letter consumer and the scheduler as real
+processes, alerts going to a fake DingTalk). Tests are isolated by tenant, each with its own keys, not by
+restarting servers.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
-from tests.e2e.conftest import e2e_servers, pytest_runtest_makereport  # noqa: F401  (fixture and hook)
+from tests.e2e.conftest import pytest_runtest_makereport  # noqa: F401  (the hook)
 from tests.utils.browser import Console, create_keys, launch, new_context
 from tests.utils.fakes.dingtalk import FakeDingTalk
-from tests.utils.stack import Servers, Stack
+from tests.utils.stack import Servers, Stack, private_servers
 
 #: {name: (tenant, scopes)}; one tenant per test that needs its own jobs.
 KEYS: dict[str, tuple[str, str]] = {
@@ -43,12 +44,14 @@ CONSOLE_ENV = {
 
 
 @pytest.fixture(scope="package")
-def console(
-    e2e_servers: Servers,  # noqa: F811
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Console]:
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    with private_servers() as servers:
+        yield from _console(servers, tmp_path_factory)
+
+
+def _console(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     dingtalk = FakeDingTalk().start()
-    stack = Stack(e2e_servers, tmp_path_factory.mktemp("browser-stack"))
+    stack = Stack(servers, tmp_path_factory.mktemp("browser-stack"))
     stack.overrides.update(CONSOLE_ENV, DINGTALK_WEBHOOK_URL=dingtalk.url, DINGTALK_SECRET=dingtalk.secret)
     try:
         # Each start waits for its own readiness: start them side by side.

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.servers import MariaDBServer, RedisServer, ensure_binaries
-from tests.utils.stack import TABLES, Servers, Stack, migrate
+from tests.utils.stack import TABLES, Servers, Stack, private_servers
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -30,16 +29,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.fixture(scope="module")
 def e2e_servers() -> Iterator[Servers]:
-    ensure_binaries()
-    servers = Servers(MariaDBServer(), RedisServer())
-    try:
-        servers.db.start()
-        servers.redis.start()
-        migrate(servers.db.url)
+    with private_servers() as servers:
         yield servers
-    finally:
-        servers.db.cleanup()
-        servers.redis.cleanup()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import redis
 
-from devtools.servers import MariaDBServer, RedisServer, free_port
+from devtools.servers import MariaDBServer, RedisServer, ensure_binaries, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -200,6 +200,21 @@ class Servers:
     def ensure_running(self) -> None:
         self.db.start()  # no-op when running
         self.redis.start()
+
+
+@contextlib.contextmanager
+def private_servers() -> Iterator[Servers]:
+    """A private MariaDB and Redis on free ports, migrated, removed at the end (tests may kill them)."""
+    ensure_binaries()
+    servers = Servers(MariaDBServer(), RedisServer())
+    try:
+        servers.db.start()
+        servers.redis.start()
+        migrate(servers.db.url)
+        yield servers
+    finally:
+        servers.db.cleanup()
+        servers.redis.cleanup()
 
 
 def migrate(db_url: str) -> None:

@@ -9,8 +9,10 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from app.attempts import service
+from app.dispatch import capacity
 from app.dispatch.lanes import attempt_code
 from app.fairshare import service as fairshare
 from tests.utils.jobs import submit_id
@@ -61,3 +63,31 @@ async def test_a_batch_of_slot_checks_fills_a_cap_in_order_and_no_further(
     answers = await asyncio.gather(check(first, f"{a}:0"), check(second, f"{b}:0"))
 
     assert answers == ["ok", "over"]
+
+
+async def test_a_slot_check_whose_caller_was_cancelled_before_it_was_sent_is_never_applied(
+    client: httpx.AsyncClient, auth: dict[str, str], env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's first round trip fails (Redis away) and it waits to try again; meanwhile the worker
+    stops and cancels the delivery (its attempt is handed back). The retry must not hold a slot for it."""
+    a = await submit_id(client, auth, "demo.sleep", seconds=1)
+    env.redis.flushall()
+    assert await fairshare.rebuild_dispatch()
+    start = await started(a)
+    real, failed = capacity.hold_slots, asyncio.Event()
+
+    async def away_once(holds: Any) -> Any:
+        if not failed.is_set():
+            failed.set()
+            raise ConnectionError("Redis away")
+        return await real(holds)
+
+    monkeypatch.setattr(capacity, "hold_slots", away_once)
+    checking = asyncio.create_task(check(start, f"{a}:0"))
+    await failed.wait()
+    checking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await checking
+    await asyncio.sleep(0.5)  # past the batch's retry
+
+    assert a not in await capacity.slots_held()

@@ -1,6 +1,6 @@
 """Review, session 12: the notices' digest at staging time (A), the batched slot checks (B) and retention's
 resumed walk (C), attacked at unlucky moments against the suite's real MariaDB and Redis and fake robots
-that are real local HTTP servers. Each test fails on HEAD and is marked xfail(strict=True) until fixed.
+that are real local HTTP servers. Each test failed on c61a174 and passes since the fix.
 """
 
 from __future__ import annotations
@@ -40,12 +40,6 @@ def _whole(notice: Any, content: str) -> bool:
     return all(line in content for line in lines)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A: digest_messages packs against one title's bytes, but a message carries its title twice "
-    "(the sender's '## title' and the markdown's '### title'); _fitted then cuts a multi-notice message and "
-    "the last notice is recorded sent without its facts",
-)
 async def test_a_wecom_digest_packed_near_the_limit_is_cut_and_its_last_notice_recorded_sent_unsent(
     client: httpx.AsyncClient, auth: dict[str, str], wecom: Any
 ) -> None:
@@ -70,11 +64,6 @@ async def test_a_wecom_digest_packed_near_the_limit_is_cut_and_its_last_notice_r
         assert sum(_whole(notice, c) for c in contents) == 1, f"{notice.title} recorded sent, not delivered"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A: a try that failed after some messages of the split digest were accepted is recorded on all "
-    "the digest's notices: once it is the last try, notices WeCom accepted are recorded failed",
-)
 async def test_notices_in_an_accepted_part_are_recorded_failed_when_a_later_part_fails_for_good(
     client: httpx.AsyncClient, auth: dict[str, str], wecom: Any, env: Any
 ) -> None:
@@ -101,12 +90,6 @@ async def test_notices_in_an_accepted_part_are_recorded_failed_when_a_later_part
     assert {by_subject[n.subject].status for n in delivered} == {DeliveryStatus.SENT}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A: stage_notice sorts one notice's destinations, not a transaction's: two transactions that "
-    "stage several notices (the deadline check's loop, a success batch's slow notices) lock the "
-    "notice_digest_slots rows in opposite orders and deadlock",
-)
 async def test_two_transactions_staging_several_notices_deadlock_on_the_digest_slots(
     client: httpx.AsyncClient, auth: dict[str, str], receiver: Any
 ) -> None:
@@ -145,12 +128,6 @@ async def test_two_transactions_staging_several_notices_deadlock_on_the_digest_s
         second.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="C: next_page moves the saved walk position past a page before its DELETE ran; a database "
-    "error in that DELETE (only the output store's outage forgets the walk) leaves the expired jobs behind "
-    "the cursor until REVISIT_S (15 min) - the next ticks purge none of them",
-)
 async def test_expired_jobs_of_a_batch_whose_delete_met_an_outage_wait_a_revisit_not_a_tick(
     env: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
