@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from devtools.servers import MariaDBServer, RedisServer, ensure_binaries
 from tests.utils.soak import DRAIN_MAX_S, Soak, SoakPlan
-from tests.utils.stack import TABLES, Servers, Stack, migrate
+from tests.utils.stack import TABLES, Servers, Stack, private_servers
 
 MINUTES = float(os.environ.get("SOAK_MINUTES", "1"))
 SEED = int(os.environ.get("SOAK_SEED", "26"))
@@ -25,16 +24,8 @@ LOGS_DIR = Path(__file__).resolve().parents[2] / "var" / "soak"  # a failed soak
 
 @pytest.fixture(scope="module")
 def soak_servers() -> Iterator[Servers]:
-    ensure_binaries()
-    servers = Servers(MariaDBServer(), RedisServer())
-    try:
-        servers.db.start()
-        servers.redis.start()
-        migrate(servers.db.url)
+    with private_servers() as servers:
         yield servers
-    finally:
-        servers.db.cleanup()
-        servers.redis.cleanup()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -21,7 +20,6 @@ import pytest
 from app.core.states import DeliveryStatus
 from app.destinations.delivery import republish_due
 from app.maintenance import service as maintenance
-from devtools.servers import MariaDBServer
 from tests.utils.destinations import dingtalk_body, make_destination, told, webhook_body
 from tests.utils.fakes.receiver import Receiver
 from tests.utils.notice_digests import (
@@ -76,14 +74,6 @@ async def test_a_retried_digest_sends_the_same_notices_under_the_same_idempotenc
     assert [n["subject"] for n in failed.body["notices"]] == [n["subject"] for n in retried.body["notices"]]
     assert len(failed.body["notices"]) == 2 and other.headers["idempotency-key"] == later[0] != key
     assert {r.status for r in await rows(first + later)} == {DeliveryStatus.SENT}
-
-
-@pytest.fixture
-async def blip(mariadb: MariaDBServer, env: Any) -> AsyncIterator[MariaDBBlip]:
-    await env.set(DELIVERY_TIMEOUT_S=30)  # the robot's answer waits for the server to stop
-    outage = MariaDBBlip(mariadb, 2.0)
-    yield outage
-    outage.wait_back()
 
 
 async def test_a_digest_is_recorded_whole_in_one_transaction_within_its_lease_across_a_mariadb_restart(

@@ -8,7 +8,7 @@ Real MariaDB (restarted for real in the second test), Redis, in-process burst wo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +20,6 @@ from app.core.db import session_scope
 from app.core.times import utcnow
 from app.maintenance import service as maintenance
 from app.schedules import firing
-from devtools.servers import MariaDBServer
 from tests.utils.destinations import (
     deliveries,
     dingtalk_body,
@@ -111,14 +110,6 @@ async def test_a_scheduled_report_reaches_dingtalk_feishu_wecom_email_and_a_webh
     rows = await deliveries(client, auth, job_id)
     assert sorted(r["kind"] for r in rows) == ["dingtalk", "email", "feishu", "webhook", "wecom"]
     assert {(r["status"], r["tries"]) for r in rows} == {("sent", 1)}
-
-
-@pytest.fixture
-async def blip(mariadb: MariaDBServer, env: Any) -> AsyncIterator[MariaDBBlip]:
-    await env.set(DELIVERY_TIMEOUT_S=30)  # the robot's answer waits for the server to stop
-    outage = MariaDBBlip(mariadb, 2.0)
-    yield outage
-    outage.wait_back()
 
 
 async def test_a_mariadb_restart_between_the_robots_answer_and_the_record_sends_one_message(
