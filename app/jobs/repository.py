@@ -240,7 +240,7 @@ class JobRepository(Repository):
     # ---- ordering keys ----------------------------------------------------------------------------
 
     async def ordering_blocker(self, row: ReportJob) -> str | None:
-        """The first job before `row` on its key that must finish first (`ordering_blocker_query`)."""
+        """The nearest job before `row` on its key that must finish first (`ordering_blocker_query`)."""
         stmt, params = ordering_blocker_query(row)
         return await self.first(stmt.params(params), str)
 
@@ -278,7 +278,7 @@ def _ordering_blocker(past_dead: bool) -> Select[tuple[str]]:
             job.ordering_key == bindparam("p_key"),
             or_(and_(job.ordering_seq < bindparam("p_seq"), blocks), running),
         )
-        .order_by(job.ordering_seq)
+        .order_by(job.ordering_seq.desc())
         .limit(1)
     )
 
@@ -290,9 +290,11 @@ SET_BLOCKED_BY = JOBS.update().where(job.id == bindparam("p_id")).values(blocked
 
 
 def ordering_blocker_query(row: ReportJob) -> tuple[Select[tuple[str]], dict[str, Any]]:
-    """The id of the first job placed before `row` on the same (tenant, ordering_key) that must finish first
+    """The id of the nearest job placed before `row` on the same (tenant, ordering_key) that must finish first
     (any unfinished one, or a dead one not resolved by hand, unless `row` runs past dead ones) or any other
-    running job of the key, and its parameters. Places follow commit order (`JobRepository.take_places`):
-    a predecessor that committed late is never missed."""
+    running job of the key, and its parameters. The nearest, not the first: recorded as `blocked_by`, it is
+    what the reconciliation asks about, and a predecessor's finish then frees one successor's record, not
+    the whole backlog's (app/maintenance/reconcile.py). Places follow commit order
+    (`JobRepository.take_places`): a predecessor that committed late is never missed."""
     params = {"p_tenant": row.tenant, "p_key": row.ordering_key, "p_seq": row.ordering_seq, "p_id": row.id}
     return _ORDERING_BLOCKER[row.on_predecessor_dead == "continue"], params

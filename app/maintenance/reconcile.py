@@ -149,10 +149,18 @@ async def reconcile_jobs(job_ids: Sequence[str]) -> int:
 
 async def enqueue_missing(rows: Sequence[WaitingJob], grace: bool) -> int:
     """Each job's message, deferred to when it is due; a job that has one is left as it is (one message per
-    job). With `grace`, a pending job changed in the last `grace_s()` is skipped: its enqueue is under way."""
+    job). With `grace`, a pending job changed in the last `grace_s()` is skipped: its enqueue is under way.
+    A job its recorded predecessor still holds back gets none: that one's end wakes it. Enqueued, a keyed
+    backlog behind a dead or slow job would be claimed, refused and dropped again pass after pass, taking
+    slots of its tenant's and type's caps from the jobs that can run (the 10-minute soak's stranded jobs)."""
     now = utcnow()
     young = now - timedelta(seconds=grace_s())
-    jobs = [row for row in rows if not (grace and row.status == JobStatus.PENDING and row.updated_at > young)]
+    jobs = [
+        row
+        for row in rows
+        if not (grace and row.status == JobStatus.PENDING and row.updated_at > young)
+        and not row.behind_its_predecessor()
+    ]
     if not jobs:
         return 0
     messages = [

@@ -83,10 +83,28 @@ class WaitingJob:
     priority: int
     tenant: str
     report_type: str
+    on_predecessor_dead: str = "wait"
+    ordering_seq: int | None = None
+    blocker_status: str | None = None  # its recorded `blocked_by` job as read: status, resolved_at, place
+    blocker_resolved_at: datetime | None = None
+    blocker_seq: int | None = None
 
     @classmethod
     def of(cls, row: Any) -> WaitingJob:
         return cls(row[0], JobStatus(row[1]), *row[2:])
+
+    def behind_its_predecessor(self) -> bool:
+        """Its recorded predecessor (`blocked_by`, the nearest that must finish first) still holds it back:
+        that one's end wakes it (`wake_next_in_order`), and a message now would only be claimed, refused and
+        dropped again. The rule of `ordering_blocker_query`, for the one job recorded."""
+        if self.blocker_status == JobStatus.RUNNING.value:
+            return True  # a running job of the key holds every other back, whatever its place
+        if self.blocker_seq is None or self.ordering_seq is None or self.blocker_seq >= self.ordering_seq:
+            return False  # not placed before it: only a running one would hold it back
+        if self.blocker_status in UNFINISHED:
+            return True
+        waits_on_dead = self.on_predecessor_dead != "continue" and self.blocker_resolved_at is None
+        return self.blocker_status == JobStatus.DEAD.value and waits_on_dead
 
 
 WAITING_COLUMNS = (
@@ -100,7 +118,20 @@ WAITING_COLUMNS = (
     job.priority,
     job.tenant,
     job.report_type,
+    job.on_predecessor_dead,
+    job.ordering_seq,
 )
+BLOCKER_TABLE = JOBS.alias("blocker")
+BLOCKER = BLOCKER_TABLE.c
+UNFINISHED = frozenset(values(WAITING | {JobStatus.RUNNING}))
+
+
+def _with_blocker(query: Select[Any]) -> Select[Any]:
+    """Each waiting job with its recorded predecessor's status, resolved_at and place: one primary-key probe
+    a row."""
+    return query.add_columns(BLOCKER.status, BLOCKER.resolved_at, BLOCKER.ordering_seq).outerjoin(
+        BLOCKER_TABLE, BLOCKER.id == job.blocked_by
+    )
 
 
 def waiting_page_query(status: JobStatus, after_id: str, limit: int) -> Select[Any]:
@@ -118,7 +149,8 @@ def waiting_page_query(status: JobStatus, after_id: str, limit: int) -> Select[A
         .limit(limit)
         .subquery("page")
     )
-    return select(*WAITING_COLUMNS).select_from(JOBS.join(page, page.c.id == job.id)).order_by(job.id)
+    query = select(*WAITING_COLUMNS).select_from(JOBS.join(page, page.c.id == job.id))
+    return _with_blocker(query).order_by(job.id)
 
 
 def retention_page_query(
@@ -170,7 +202,9 @@ class MaintenanceRepository(Repository):
         """Those of `job_ids` still waiting to run (pending, retrying, scheduled)."""
         if not job_ids:
             return []
-        stmt = select(*WAITING_COLUMNS).where(job.id.in_(list(job_ids)), job.status.in_(values(WAITING)))
+        stmt = _with_blocker(
+            select(*WAITING_COLUMNS).where(job.id.in_(list(job_ids)), job.status.in_(values(WAITING)))
+        )
         return [WaitingJob.of(row) for row in (await self.session.execute(stmt)).all()]
 
     async def retention_page(

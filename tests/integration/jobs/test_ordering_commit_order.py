@@ -51,4 +51,4 @@ async def test_a_batch_of_keyed_jobs_stamped_early_waits_for_the_key_s_running_j
     answer = await post_batch(client, auth, [{**item(), "ordering_key": "b"}] * 2)
     later = [result["job"]["id"] for result in answer["results"]]
     assert await group_commit.start_attempt(later[0], WORKER) == service.Blocked(first)
-    assert await group_commit.start_attempt(later[1], WORKER) == service.Blocked(first)
+    assert await group_commit.start_attempt(later[1], WORKER) == service.Blocked(later[0])  # the nearest
