@@ -16,6 +16,7 @@ from app.core.sqltypes import UTCDateTime, str_enum
 from app.core.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
 from app.core.times import utcnow
 from app.models.counters import FinishedMinute, OpenLetterCount
+from app.models.remote_attempts import RemoteAttempt
 from app.models.destinations import (
     Destination,
     NoticeDigest,
@@ -387,6 +388,7 @@ __all__ = [
     "NoticeDigestSlot",
     "NotifyRoute",
     "OpenLetterCount",
+    "RemoteAttempt",
     "ReportDelivery",
 ]
 
