@@ -26,6 +26,7 @@ def upgrade() -> None:
         sa.Column("replay", sa.Integer(), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
         sa.Column("tenant", sa.String(length=64), nullable=False),
+        sa.Column("nonce", sa.String(length=26), nullable=False),
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.Column("seen_at", UTCDateTime(), nullable=False),
         sa.Column("progress", sa.Float(), nullable=True),

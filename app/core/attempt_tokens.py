@@ -39,6 +39,7 @@ class AttemptClaim:
     attempt: int
     tenant: str
     expires_at_s: int
+    nonce: str = ""  # tells apart two runs of one attempt number (an attempt handed back runs again)
 
 
 def token_secret(settings: Settings) -> str | None:
@@ -56,12 +57,14 @@ def mint(claim: AttemptClaim, settings: Settings) -> str:
     secret = token_secret(settings)
     if secret is None:
         raise TokenSecretMissing("set ATTEMPT_TOKEN_SECRET to hand out attempt tokens in production")
-    body = [claim.job_id, claim.replay, claim.attempt, claim.tenant, claim.expires_at_s]
+    body = [claim.job_id, claim.replay, claim.attempt, claim.tenant, claim.expires_at_s, claim.nonce]
     return str(_serializer(secret).dumps(body))
 
 
-def claim_for(job_id: str, replay: int, attempt: int, tenant: str, ttl_s: float) -> AttemptClaim:
-    return AttemptClaim(job_id, replay, attempt, tenant, int(time.time() + ttl_s) + 1)
+def claim_for(
+    job_id: str, replay: int, attempt: int, tenant: str, nonce: str, ttl_s: float
+) -> AttemptClaim:
+    return AttemptClaim(job_id, replay, attempt, tenant, int(time.time() + ttl_s) + 1, nonce)
 
 
 def verify(token: str, settings: Settings, now_s: float | None = None) -> AttemptClaim:
@@ -74,13 +77,13 @@ def verify(token: str, settings: Settings, now_s: float | None = None) -> Attemp
         body = _serializer(secret).loads(token)
     except BadSignature:
         raise TokenRefused("the attempt token is not one we signed") from None
-    if not (isinstance(body, list) and len(body) == 5):
+    if not (isinstance(body, list) and len(body) == 6):
         raise TokenRefused("the attempt token is malformed")
-    job_id, replay, attempt, tenant, expires_at_s = body
-    if not (isinstance(job_id, str) and isinstance(tenant, str)):
+    job_id, replay, attempt, tenant, expires_at_s, nonce = body
+    if not all(isinstance(text, str) for text in (job_id, tenant, nonce)):
         raise TokenRefused("the attempt token is malformed")
     if not all(isinstance(n, int) for n in (replay, attempt, expires_at_s)):
         raise TokenRefused("the attempt token is malformed")
     if (time.time() if now_s is None else now_s) >= expires_at_s:
         raise TokenExpired("the attempt token has expired")
-    return AttemptClaim(job_id, replay, attempt, tenant, expires_at_s)
+    return AttemptClaim(job_id, replay, attempt, tenant, expires_at_s, nonce)

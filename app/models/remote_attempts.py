@@ -23,6 +23,7 @@ class RemoteAttempt(SQLModel, table=True):
     replay: int = Field(primary_key=True)
     attempt: int = Field(primary_key=True)
     tenant: str = Field(max_length=64, nullable=False)
+    nonce: str = Field(max_length=26, nullable=False)  # the run's: its token carries it
     created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
     seen_at: datetime = Field(sa_type=UTCDateTime, nullable=False)  # the service's last word (or handover)
     progress: float | None = Field(default=None)
