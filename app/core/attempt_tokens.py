@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from itsdangerous import BadSignature, URLSafeSerializer
+from itsdangerous import BadData, URLSafeSerializer
 
 from app.core.config import Settings
 
@@ -75,7 +75,7 @@ def verify(token: str, settings: Settings, now_s: float | None = None) -> Attemp
         raise TokenRefused("the attempt token is missing or not one we signed")
     try:
         body = _serializer(secret).loads(token)
-    except BadSignature:
+    except BadData:
         raise TokenRefused("the attempt token is not one we signed") from None
     if not (isinstance(body, list) and len(body) == 6):
         raise TokenRefused("the attempt token is malformed")

@@ -106,7 +106,7 @@ def _request(
         envelope["scheduled_for"] = stamp(ctx.scheduled_for)
     if callback is not None:
         envelope["callback"] = callback
-    headers = {}
+    headers: dict[str, str] = {}
     for name, template in spec.headers.items():
         try:
             headers[name] = render_header(template, values, f"headers.{name}")
