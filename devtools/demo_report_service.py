@@ -47,7 +47,10 @@ def signature_ok(header: str, body: bytes, tolerance_s: float = 300) -> bool:
 def sales_csv(region: str, rows: int) -> bytes:
     rng = random.Random(f"{region}-{rows}")
     lines = ["date,region,orders,amount"]
-    lines += [f"2026-11-{1 + n % 28:02d},{region},{rng.randint(1, 90)},{rng.randint(100, 9000)}.00" for n in range(rows)]
+    lines += [
+        f"2026-11-{1 + n % 28:02d},{region},{rng.randint(1, 90)},{rng.randint(100, 9000)}.00"
+        for n in range(rows)
+    ]
     return ("\n".join(lines) + "\n").encode()
 
 

@@ -61,9 +61,7 @@ def mint(claim: AttemptClaim, settings: Settings) -> str:
     return str(_serializer(secret).dumps(body))
 
 
-def claim_for(
-    job_id: str, replay: int, attempt: int, tenant: str, nonce: str, ttl_s: float
-) -> AttemptClaim:
+def claim_for(job_id: str, replay: int, attempt: int, tenant: str, nonce: str, ttl_s: float) -> AttemptClaim:
     return AttemptClaim(job_id, replay, attempt, tenant, int(time.time() + ttl_s) + 1, nonce)
 
 

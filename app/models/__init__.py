@@ -16,7 +16,6 @@ from app.core.sqltypes import UTCDateTime, str_enum
 from app.core.states import AlertStatus, AttemptOutcome, CallbackStatus, JobStatus, StepStatus
 from app.core.times import utcnow
 from app.models.counters import FinishedMinute, OpenLetterCount
-from app.models.remote_attempts import RemoteAttempt
 from app.models.destinations import (
     Destination,
     NoticeDigest,
@@ -24,6 +23,7 @@ from app.models.destinations import (
     NotifyRoute,
     ReportDelivery,
 )
+from app.models.remote_attempts import RemoteAttempt
 
 
 def _ts(nullable: bool = True, index: bool = False) -> Any:

@@ -77,7 +77,9 @@ def _refuse_ended(claim: AttemptClaim, state: AttemptState) -> None:
         raise AttemptCallbackRefused(404, f"No job {claim.job_id!r}.", cancel=True)
     if not state.running:
         how = f" ({state.outcome})" if state.outcome else ""
-        detail = f"Attempt {claim.attempt} of job {claim.job_id} is no longer running{how}; stop working on it."
+        detail = (
+            f"Attempt {claim.attempt} of job {claim.job_id} is no longer running{how}; stop working on it."
+        )
         raise AttemptCallbackRefused(410, detail, cancel=True)
 
 

@@ -51,9 +51,7 @@ class RemoteAttemptRepository(Repository):
         await self.session.execute(delete(REMOTE).where(*_row_of(key)))
         job_id, replay, attempt_no = key
         values = {"job_id": job_id, "replay": replay, "attempt": attempt_no, "tenant": tenant}
-        await self.session.execute(
-            insert(REMOTE).values(**values, nonce=nonce, created_at=now, seen_at=now)
-        )
+        await self.session.execute(insert(REMOTE).values(**values, nonce=nonce, created_at=now, seen_at=now))
 
     async def get(self, key: tuple[str, int, int]) -> RemoteAttempt | None:
         return await self.first(select(RemoteAttempt).where(*_row_of(key)), RemoteAttempt)

@@ -53,7 +53,9 @@ def register(target: ReportRegistry) -> None:
     base = os.environ["TEST_REPORT_SERVICE_URL"]
     heartbeat_timeout_s = float(os.environ.get("TEST_HEARTBEAT_TIMEOUT_S", "60"))
     for rtype in (
-        http_type("test.http.async", f"{base}/reports/{{region}}", "async", heartbeat_timeout_s=heartbeat_timeout_s),
+        http_type(
+            "test.http.async", f"{base}/reports/{{region}}", "async", heartbeat_timeout_s=heartbeat_timeout_s
+        ),
         http_type("test.http.sync", f"{base}/reports/{{region}}"),
     ):
         target._types[rtype.name] = rtype

@@ -61,7 +61,9 @@ async def _addresses(url: str, settings: Settings) -> list[IPAddress]:
     except HostUnresolved as exc:
         raise HttpReportError(str(exc)) from None
     except CallbackRefused as exc:
-        raise PermanentError(f"{exc}: refused; list the host in HTTP_REPORT_ALLOWED_HOSTS to allow it") from None
+        raise PermanentError(
+            f"{exc}: refused; list the host in HTTP_REPORT_ALLOWED_HOSTS to allow it"
+        ) from None
 
 
 def _callback(spec: HttpSpec, ctx: ReportContext, nonce: str, settings: Settings) -> dict[str, Any]:
@@ -115,7 +117,10 @@ def _request(
     body: bytes | None
     if spec.method == "GET":
         query = urllib.parse.urlencode(
-            {k: json.dumps(v, separators=(",", ":")) if isinstance(v, dict) else v for k, v in envelope.items()}
+            {
+                k: json.dumps(v, separators=(",", ":")) if isinstance(v, dict) else v
+                for k, v in envelope.items()
+            }
         )
         split = urllib.parse.urlsplit(url)
         query = f"{split.query}&{query}" if split.query else query

@@ -70,7 +70,9 @@ def placeholders(template: str, where: str) -> list[str]:
         if name is None:
             continue
         if not _PLACEHOLDER.fullmatch(name) or spec or conversion:
-            raise DeclarationError(where, f"placeholder {{{name}}} must be a plain param name like {{region}}")
+            raise DeclarationError(
+                where, f"placeholder {{{name}}} must be a plain param name like {{region}}"
+            )
         names.append(name)
     return names
 
@@ -100,7 +102,12 @@ def _seconds(table: Mapping[str, Any], key: str, default: float | None) -> float
     value = table.get(key, default)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise DeclarationError(key, "must be a positive number of seconds")
     return float(value)
 
@@ -149,7 +156,9 @@ def parse_http_spec(name: str, table: dict[str, Any], params_schema: dict[str, A
         raise DeclarationError("method", f"must be one of {', '.join(METHODS)}")
     mode = table.get("mode", "sync")
     if mode not in MODES:
-        raise DeclarationError("mode", "must be `sync` (the answer is the file) or `async` (202, then callbacks)")
+        raise DeclarationError(
+            "mode", "must be `sync` (the answer is the file) or `async` (202, then callbacks)"
+        )
     secret, secret_env = _secret(table)
     request_timeout_s = _seconds(table, "request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S)
     heartbeat_timeout_s = _seconds(table, "heartbeat_timeout_s", DEFAULT_HEARTBEAT_TIMEOUT_S)

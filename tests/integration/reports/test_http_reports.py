@@ -16,7 +16,9 @@ from tests.utils.jobs import get_attempts, submit_id, wait_job
 from tests.utils.workers import drain
 
 
-def declare(monkeypatch: pytest.MonkeyPatch, service: FakeReportService, mode: str = "sync", **table: Any) -> str:
+def declare(
+    monkeypatch: pytest.MonkeyPatch, service: FakeReportService, mode: str = "sync", **table: Any
+) -> str:
     url = table.pop("url", f"{service.url}/reports/{{region}}?year={{year}}")
     return register_http_type(monkeypatch, http_type(f"t.http.{mode}", url, mode, **table)).name
 
@@ -28,7 +30,10 @@ async def download(client: httpx.AsyncClient, auth: dict[str, str], job_id: str)
 
 
 async def test_a_sync_http_report_ends_done_with_the_services_file_downloadable(
-    client: httpx.AsyncClient, auth: dict[str, str], service: FakeReportService, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient,
+    auth: dict[str, str],
+    service: FakeReportService,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name = declare(monkeypatch, service, headers={"X-Region": "{region}"})
     job_id = await submit_id(client, auth, name, region="south/east")
@@ -42,14 +47,17 @@ async def test_a_sync_http_report_ends_done_with_the_services_file_downloadable(
     assert call.envelope["job_id"] == job_id and call.envelope["attempt"] == 1
     assert call.envelope["params"] == {"region": "south/east", "year": 2026}
     assert call.envelope["tenant"] and "callback" not in call.envelope
-    assert job["output"]["filename"] == "sales-south_east.csv"
+    assert job["output"]["filename"] == "sales-south-east.csv"
     assert job["output"]["content_type"].startswith("text/csv")
     resp = await download(client, auth, job_id)
     assert resp.content == CSV
 
 
 async def test_a_get_http_report_is_signed_over_its_query(
-    client: httpx.AsyncClient, auth: dict[str, str], service: FakeReportService, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient,
+    auth: dict[str, str],
+    service: FakeReportService,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name = declare(monkeypatch, service, method="GET")
     job_id = await submit_id(client, auth, name, region="west")
@@ -61,7 +69,10 @@ async def test_a_get_http_report_is_signed_over_its_query(
 
 
 async def test_a_4xx_answer_is_dead_after_one_attempt_with_the_status_and_body(
-    client: httpx.AsyncClient, auth: dict[str, str], service: FakeReportService, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient,
+    auth: dict[str, str],
+    service: FakeReportService,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name = declare(monkeypatch, service)
     service.script = ["http404"]
@@ -76,7 +87,10 @@ async def test_a_4xx_answer_is_dead_after_one_attempt_with_the_status_and_body(
 
 
 async def test_5xx_and_429_answers_are_retried_then_done(
-    client: httpx.AsyncClient, auth: dict[str, str], service: FakeReportService, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient,
+    auth: dict[str, str],
+    service: FakeReportService,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name = declare(monkeypatch, service)
     service.script = ["http500", "http429"]
@@ -98,7 +112,9 @@ async def test_a_private_address_without_an_allow_list_entry_is_refused_before_a
     monkeypatch: pytest.MonkeyPatch,
     env: Any,
 ) -> None:
-    await env.set(HTTP_REPORT_ALLOWED_HOSTS="", CALLBACK_ALLOWED_HOSTS="127.0.0.1")  # callbacks' list: not ours
+    await env.set(
+        HTTP_REPORT_ALLOWED_HOSTS="", CALLBACK_ALLOWED_HOSTS="127.0.0.1"
+    )  # callbacks' list: not ours
     name = declare(monkeypatch, service)
     job_id = await submit_id(client, auth, name)
     await drain()
@@ -121,7 +137,10 @@ async def run_async(
 
 
 async def test_an_async_http_report_ends_done_with_the_file_the_service_uploads(
-    client: httpx.AsyncClient, auth: dict[str, str], service: FakeReportService, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient,
+    auth: dict[str, str],
+    service: FakeReportService,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name = declare(monkeypatch, service, "async")
     job_id, worker = await run_async(client, auth, service, name)
@@ -149,7 +168,10 @@ async def test_an_async_http_report_ends_done_with_the_file_the_service_uploads(
 
 
 async def test_an_async_failure_reported_permanent_is_dead_after_one_attempt(
-    client: httpx.AsyncClient, auth: dict[str, str], service: FakeReportService, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient,
+    auth: dict[str, str],
+    service: FakeReportService,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name = declare(monkeypatch, service, "async")
     job_id, worker = await run_async(client, auth, service, name)
@@ -162,7 +184,10 @@ async def test_an_async_failure_reported_permanent_is_dead_after_one_attempt(
 
 
 async def test_a_silent_async_service_fails_the_attempt_as_retryable(
-    client: httpx.AsyncClient, auth: dict[str, str], service: FakeReportService, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient,
+    auth: dict[str, str],
+    service: FakeReportService,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name = declare(monkeypatch, service, "async", heartbeat_timeout_s=0.6, max_attempts=1)
     job_id, worker = await run_async(client, auth, service, name)

@@ -16,7 +16,9 @@ SECRET = "0123456789abcdef-secret"
 
 
 def declare(**table: Any) -> Any:
-    return parse_http_spec("sales.http", {"url": "https://reports.internal/sales/{region}", "secret": SECRET, **table}, SCHEMA)
+    return parse_http_spec(
+        "sales.http", {"url": "https://reports.internal/sales/{region}", "secret": SECRET, **table}, SCHEMA
+    )
 
 
 def refused(**table: Any) -> DeclarationError:
@@ -27,7 +29,12 @@ def refused(**table: Any) -> DeclarationError:
 
 def test_a_declaration_with_defaults_is_a_signed_sync_post() -> None:
     spec = declare()
-    assert (spec.method, spec.mode, spec.request_timeout_s, spec.signing_secret()) == ("POST", "sync", 30.0, SECRET)
+    assert (spec.method, spec.mode, spec.request_timeout_s, spec.signing_secret()) == (
+        "POST",
+        "sync",
+        30.0,
+        SECRET,
+    )
 
 
 def test_a_placeholder_not_in_the_params_schema_is_refused_with_the_field() -> None:
@@ -75,7 +82,9 @@ def test_a_secret_may_come_from_the_environment(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_values_are_url_encoded_inside_their_segment() -> None:
-    url = render_url("https://reports.internal/sales/{region}?year={year}", {"region": "a/b?c=d&e", "year": 2026})
+    url = render_url(
+        "https://reports.internal/sales/{region}?year={year}", {"region": "a/b?c=d&e", "year": 2026}
+    )
     assert url == "https://reports.internal/sales/a%2Fb%3Fc%3Dd%26e?year=2026"
 
 

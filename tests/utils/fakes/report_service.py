@@ -95,7 +95,7 @@ class FakeReportService:
         body = CSV if behaviour == "file" else json.dumps({"status": behaviour}).encode()
         handler.send_response(status)
         if behaviour == "file":
-            region = envelope.get("params", {}).get("region", "all")
+            region = str(envelope.get("params", {}).get("region", "all")).replace("/", "-")
             handler.send_header("Content-Type", "text/csv; charset=utf-8")
             handler.send_header("Content-Disposition", f'attachment; filename="sales-{region}.csv"')
             handler.send_header("X-Report-Rows", "2")
@@ -118,6 +118,8 @@ class FakeReportService:
         deadline = time.monotonic() + within_s
         while len(self.calls) < count:
             if time.monotonic() > deadline:
-                raise AssertionError(f"the service got {len(self.calls)} calls, not {count}, in {within_s:g} s")
+                raise AssertionError(
+                    f"the service got {len(self.calls)} calls, not {count}, in {within_s:g} s"
+                )
             await asyncio.sleep(0.02)
         return list(self.calls)
