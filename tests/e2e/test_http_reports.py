@@ -10,11 +10,14 @@ import httpx
 import pytest
 
 from tests.utils.fakes.report_service import FakeReportService
-from tests.utils.jobs import cancel, get_attempts, submit_id, wait_job
+from tests.utils.http_reports import demo_service
+from tests.utils.jobs import cancel, get_attempts, get_job, submit_id, wait_job
 from tests.utils.polling import eventually
 from tests.utils.stack import Proc, Stack
 
 pytestmark = pytest.mark.timeout(120)
+
+DEMO_SECRET = "demo-secret-for-the-e2e-tests"
 
 
 @pytest.fixture
@@ -91,3 +94,26 @@ async def test_an_async_http_report_honours_a_cancel_at_the_services_next_heartb
         after = await peer.post(on_api(stack, call.callback["heartbeat_url"]))
         assert after.status_code == 410 and after.json()["cancel"] is True
         assert [a["outcome"] for a in await get_attempts(client, None, job_id)] == ["cancelled"]
+
+
+async def test_the_async_example_runs_against_the_demo_service_with_progress_and_upload(
+    stack: Stack, service: FakeReportService
+) -> None:
+    with demo_service() as port:
+        stack.overrides.update(TEST_DEMO_SERVICE_PORT=str(port), DEMO_REPORT_SERVICE_SECRET=DEMO_SECRET)
+        start(stack, service)
+        async with stack.client() as client:
+            job_id = await submit_id(client, None, "demo.http.sales_async", region="west", rows=40)
+            progress = await eventually(
+                lambda: _progress(client, job_id), 15, "progress reported by the demo service", 0.1
+            )
+            job = await wait_job(client, None, job_id, within_s=30)
+            output = await client.get(f"/v1/jobs/{job_id}/output")
+    assert 0 < progress < 1
+    assert job["status"] == "done" and job["output"]["filename"] == "sales-west.csv", job
+    assert output.text.count("\n") == 41  # the header and 40 rows
+
+
+async def _progress(client: httpx.AsyncClient, job_id: str) -> float | None:
+    job = await get_job(client, None, job_id)
+    return job["progress"] if job["progress"] and job["status"] == "running" else None

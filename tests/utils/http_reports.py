@@ -2,20 +2,27 @@
 registry (no declarations file), and the path of a request's callback URLs on our API.
 
 Also a REPORT_MODULES module for real worker processes: `register()` declares `test.http.async` and
-`test.http.sync` against TEST_REPORT_SERVICE_URL.
+`test.http.sync` against TEST_REPORT_SERVICE_URL (and the examples, against the demo service).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+import tomllib
 import urllib.parse
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, create_model
 
 from app.reports.declared.http import http_report, parse_http_spec
 from app.reports.registry import ReportRegistry, ReportType, registry
+from devtools import demo_report_service
 from tests.utils.fakes.report_service import SECRET, ServiceCall
 
 
@@ -50,6 +57,11 @@ def callback_path(call: ServiceCall, action: str) -> str:
 
 
 def register(target: ReportRegistry) -> None:
+    """Loaded by REPORT_MODULES: the fake service's types, and the examples when TEST_DEMO_SERVICE_PORT is
+    set (the demo service on that port)."""
+    if os.environ.get("TEST_DEMO_SERVICE_PORT"):
+        for example in example_types(int(os.environ["TEST_DEMO_SERVICE_PORT"])):
+            target._types[example.name] = example
     base = os.environ["TEST_REPORT_SERVICE_URL"]
     heartbeat_timeout_s = float(os.environ.get("TEST_HEARTBEAT_TIMEOUT_S", "60"))
     for rtype in (
@@ -59,3 +71,46 @@ def register(target: ReportRegistry) -> None:
         http_type("test.http.sync", f"{base}/reports/{{region}}"),
     ):
         target._types[rtype.name] = rtype
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "http-report-types.toml"
+
+
+def example_types(port: int) -> list[ReportType]:
+    """The example declarations (examples/http-report-types.toml), the demo service's port replaced, their
+    params schema as the params model."""
+    declared = tomllib.loads(EXAMPLES.read_text())["report_types"]
+    types = []
+    for table in declared:
+        table = {**table, "url": table["url"].replace(":8099/", f":{port}/")}
+        schema = table["params"]
+        fields: dict[str, Any] = {
+            name: (str if prop["type"] == "string" else int, prop.get("default", ...))
+            for name, prop in schema["properties"].items()
+        }
+        model = create_model(f"Params_{table['name'].replace('.', '_')}", **fields)
+        spec = parse_http_spec(table["name"], table, schema)
+        types.append(
+            ReportType(
+                name=table["name"],
+                description=table["description"],
+                params_model=model,
+                fn=http_report(spec),
+                timeout_s=table.get("timeout_s"),
+                max_attempts=table.get("max_attempts"),
+            )
+        )
+    return types
+
+
+@contextlib.contextmanager
+def demo_service() -> Iterator[int]:
+    """`make run`'s demo report service (devtools/demo_report_service.py) in a thread on a free port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), demo_report_service.Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
