@@ -97,8 +97,9 @@ async def test_an_async_http_report_honours_a_cancel_at_the_services_next_heartb
 
 
 async def test_the_async_example_runs_against_the_demo_service_with_progress_and_upload(
-    stack: Stack, service: FakeReportService
+    stack: Stack, service: FakeReportService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("DEMO_REPORT_SERVICE_SECRET", DEMO_SECRET)  # the demo service runs in this process
     with demo_service() as port:
         stack.overrides.update(TEST_DEMO_SERVICE_PORT=str(port), DEMO_REPORT_SERVICE_SECRET=DEMO_SECRET)
         start(stack, service)
