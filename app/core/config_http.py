@@ -24,8 +24,8 @@ class HttpReportFields(BaseSettings):
         None,
         description="Signs the per-attempt tokens an asynchronous HTTP report's service reports back with"
         " (`/v1/attempt-callbacks/{token}/…`). Unset: a fixed dev secret outside `ENV=production`; in"
-        " production asynchronous HTTP reports fail (permanently) until it is set. Changing it revokes"
-        " every token handed out",
+        " production asynchronous HTTP reports fail (permanently) until it is set. Give every API process and"
+        " worker the same value; changing it revokes every token handed out",
     )
     attempt_upload_max_bytes: int = Field(
         512 * 1024 * 1024,
