@@ -36,6 +36,7 @@ from app.http.responses import FastJSONResponse
 from app.jobs import link_routes
 from app.jobs import routes as jobs_routes
 from app.observability import routes as observability_routes
+from app.reports import remote_routes
 from app.reports import routes as reports_routes
 from app.reports.registry import registry
 from app.schedules import routes as schedules_routes
@@ -96,9 +97,11 @@ def create_app() -> FastAPI:
         console_fairshare_routes.router,
         observability_routes.router,
         link_routes.router,  # /d/…: delivered reports' signed download links, no API key
+        remote_routes.router,  # /v1/attempt-callbacks/{token}/…: HTTP reports' services, no API key
     ):
         app.include_router(router)
     link_routes.install_log_redaction()
+    remote_routes.install_log_redaction()
     console_web.install(app)
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AuthMiddleware)

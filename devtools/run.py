@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -34,7 +35,12 @@ CHILD_DEFAULTS = {
     "OUTPUT_DIR": "./var/outputs",
     "LOG_JSON": "false",
     "API_WORKERS": "0",  # one API process per core (app.serve)
+    # The demo HTTP report types (examples/http-report-types.toml) call the local demo report service.
+    "HTTP_REPORT_ALLOWED_HOSTS": "127.0.0.1",
+    "DEMO_REPORT_SERVICE_SECRET": "dev-demo-report-service-secret",
 }
+#: The demo report service's port: the example declarations name it.
+DEMO_REPORT_SERVICE_PORT = 8099
 DEV_SCOPES = "jobs:read,jobs:write,admin"
 # Children that serve Prometheus metrics on a METRICS_PORT of their own (the API serves /metrics itself).
 METRICS_CHILDREN = ("worker", "dead-letter", "scheduler")
@@ -47,6 +53,15 @@ REDIS_START_TIMEOUT_S = 30.0
 
 def _mask_password(url: str) -> str:
     return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _dotenv_values() -> dict[str, str]:
@@ -169,6 +184,8 @@ class Launcher:
                 self.env[name] = value
         self.env["PYTHONUNBUFFERED"] = "1"
         self.port = int(os.environ.get("PORT", "8000"))
+        if "PUBLIC_BASE_URL" not in configured:  # where an async HTTP report's service reports back
+            self.env["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{self.port}"
         VAR_DIR.mkdir(exist_ok=True)
 
     def start_redis(self) -> bool:
@@ -248,6 +265,11 @@ class Launcher:
             "dead-letter": [py, "-m", "workers.dead_letter"],
             "scheduler": [py, "-m", "workers.scheduler"],
         }
+        if _port_free(DEMO_REPORT_SERVICE_PORT):
+            port = str(DEMO_REPORT_SERVICE_PORT)
+            commands["report-service"] = [py, "-m", "devtools.demo_report_service", "--port", port]
+        else:
+            self.log(f"port {DEMO_REPORT_SERVICE_PORT} is taken: the demo HTTP report types will fail")
         # METRICS_PORT=0 set by the user turns metrics off; otherwise each child gets a free port of its own.
         metrics_off = (os.environ.get("METRICS_PORT") or _dotenv_values().get("METRICS_PORT")) == "0"
         for name, argv in commands.items():

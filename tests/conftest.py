@@ -69,9 +69,10 @@ async def env(
 
     await reset_process_state()
     async with session_scope() as session:
-        tables = ("job_attempts", "dead_letters", "report_jobs", "api_keys", "worker_processes")
+        tables = ("remote_attempts", "job_attempts", "dead_letters", "report_jobs", "api_keys")
         for table in (
             *tables,
+            "worker_processes",
             "schedule_runs",
             "schedules",
             "tenant_policies",

@@ -16,6 +16,7 @@ from app.auth.service import Principal, authenticate, hash_key
 from app.core.config import get_settings
 from app.core.db import is_db_outage
 from app.http.asgi import route_path, send_problem
+from app.http.token_paths import token_authenticated
 
 ADMIN_PATHS = re.compile(
     r"^/v1/(dead-letters/replay|workers|tenants(/[^/]*(/(pause|resume))?)?|fair-share/.*"
@@ -57,7 +58,7 @@ class AuthMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = route_path(scope) if scope["type"] == "http" else ""
-        if not path.startswith("/v1/") and path != "/v1":
+        if (not path.startswith("/v1/") and path != "/v1") or token_authenticated(path):
             await self.app(scope, receive, send)
             return
         raw = _bearer(scope)

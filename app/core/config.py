@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.core.backoff import BackoffPolicy
 from app.core.config_fields import CoreFields, NotifyFields, RuntimeFields
+from app.core.config_http import HttpReportFields
 from app.core.states import default_max_attempts
 
 PLACEHOLDER_SECRETS = {"", "changeme", "change-me", "secret", "password", "xxx", "todo", "sec", "example"}
@@ -55,7 +56,7 @@ class DeliveryLinkFields(BaseSettings):
 # ---- end of delivery download links ----------------------------------------------------------------------
 
 
-class Settings(DeliveryLinkFields, RuntimeFields, NotifyFields, CoreFields):  # Core, Notify, Runtime, links
+class Settings(HttpReportFields, DeliveryLinkFields, RuntimeFields, NotifyFields, CoreFields):
     """Every setting (the fields, by topic, in app/core/config_fields.py: their descriptions are the docs'
     configuration table, links relative to docs/), parsed and checked."""
 
@@ -118,7 +119,7 @@ class Settings(DeliveryLinkFields, RuntimeFields, NotifyFields, CoreFields):  # 
             PLACEHOLDER_SECRETS
         ):
             raise ValueError("DINGTALK_SECRET looks like a placeholder; refusing to start in production")
-        for name in ("feishu_secret", "alert_webhook_secret"):
+        for name in ("feishu_secret", "alert_webhook_secret", "attempt_token_secret"):
             value: SecretStr | None = getattr(self, name)
             if value is not None and value.get_secret_value().lower() in PLACEHOLDER_SECRETS:
                 raise ValueError(f"{name.upper()} looks like a placeholder; refusing to start in production")

@@ -165,7 +165,9 @@ class NotifyFields(BaseSettings):
         300.0, gt=0, description="Cap of the delivery retry backoff (1, 2, 4, 8 … s)"
     )
     public_base_url: str = Field(
-        "http://127.0.0.1:8000", description="Base URL used in the replay `curl` lines of alerts"
+        "http://127.0.0.1:8000",
+        description="The API's address as others reach it: the replay `curl` lines of alerts, delivered"
+        " download links, and the callback URLs an asynchronous HTTP report's service reports back to",
     )
     callback_secret: SecretStr | None = Field(
         None,

@@ -9,6 +9,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.config import get_settings
 from app.http.asgi import route_path, send_problem
+from app.http.token_paths import is_upload
 
 
 class BodyTooLarge(HTTPException):
@@ -26,6 +27,8 @@ BATCH_PATH = "/v1/jobs/batch"
 
 def body_limit(path: str) -> int:
     """The largest body accepted on `path`, in bytes."""
+    if is_upload(path):
+        return get_settings().attempt_upload_max_bytes
     limit = get_settings().max_body_bytes
     return limit * BATCH_BODY_FACTOR if path.rstrip("/") == BATCH_PATH else limit
 

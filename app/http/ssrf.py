@@ -29,6 +29,10 @@ class CallbackRefused(ValueError):
     """The callback URL points somewhere we will not send requests to."""
 
 
+class HostUnresolved(CallbackRefused):
+    """The host does not resolve (now): a DNS blip may pass, unlike a refused address."""
+
+
 def _allowed(host: str, addresses: list[IPAddress], allow: list[str]) -> bool:
     for entry in allow:
         if entry.lower() == host.lower():
@@ -73,10 +77,12 @@ def _address(sockaddr_host: str) -> IPAddress:
     return ipaddress.ip_address(sockaddr_host.split("%", 1)[0])  # drop an IPv6 scope (fe80::1%eth0)
 
 
-async def check_url(url: str, settings: Settings, what: str = "callback") -> list[IPAddress]:
+async def check_url(
+    url: str, settings: Settings, what: str = "callback", allow: list[str] | None = None
+) -> list[IPAddress]:
     """Refuse non-HTTP(S) URLs, credentials and hosts resolving to non-public addresses; return the addresses
     the host resolved to, in resolver order and without repeats, for the delivery to connect to. `what` names
-    the URL in the refusals ("callback", "destination")."""
+    the URL in the refusals ("callback", "destination"); `allow` replaces CALLBACK_ALLOWED_HOSTS."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise CallbackRefused(f"{what} URL must be an http(s) URL with a host")
@@ -87,20 +93,22 @@ async def check_url(url: str, settings: Settings, what: str = "callback") -> lis
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
         raise CallbackRefused(f"{what} URL has an invalid port") from exc
-    return await check_host(host, port, settings, what)
+    return await check_host(host, port, settings, what, allow)
 
 
-async def check_host(host: str, port: int, settings: Settings, what: str) -> list[IPAddress]:
-    """Refuse a host that resolves to a non-public address (unless CALLBACK_ALLOWED_HOSTS names it); the
-    addresses it resolved to (an SMTP destination's server is checked this way too)."""
+async def check_host(
+    host: str, port: int, settings: Settings, what: str, allow: list[str] | None = None
+) -> list[IPAddress]:
+    """Refuse a host that resolves to a non-public address (unless `allow`, by default CALLBACK_ALLOWED_HOSTS,
+    names it); the addresses it resolved to (an SMTP destination's server is checked this way too)."""
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
-        raise CallbackRefused(f"{what} host {host!r} does not resolve") from exc
+        raise HostUnresolved(f"{what} host {host!r} does not resolve") from exc
     addresses = list(dict.fromkeys(_address(str(info[4][0])) for info in infos))
     if not addresses:
-        raise CallbackRefused(f"{what} host {host!r} does not resolve")
-    if _allowed(host, addresses, settings.callback_allowed_hosts):
+        raise HostUnresolved(f"{what} host {host!r} does not resolve")
+    if _allowed(host, addresses, settings.callback_allowed_hosts if allow is None else allow):
         return addresses
     for address in addresses:
         if not _public(address):

@@ -23,6 +23,7 @@ from app.models.destinations import (
     NotifyRoute,
     ReportDelivery,
 )
+from app.models.remote_attempts import RemoteAttempt
 
 
 def _ts(nullable: bool = True, index: bool = False) -> Any:
@@ -387,6 +388,7 @@ __all__ = [
     "NoticeDigestSlot",
     "NotifyRoute",
     "OpenLetterCount",
+    "RemoteAttempt",
     "ReportDelivery",
 ]
 

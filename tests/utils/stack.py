@@ -46,6 +46,7 @@ E2E_ENV: dict[str, str] = {
     "NO_PROXY": "127.0.0.1,localhost",
 }
 TABLES = (
+    "remote_attempts",
     "job_attempts",
     "dead_letters",
     "report_jobs",
