@@ -123,7 +123,8 @@ class JobPublic(BaseModel):
     ordering_key: str | None
     on_predecessor_dead: str
     blocked_by: str | None = Field(
-        description="A pending job's predecessor with the same ordering key that must finish first, else null"
+        description="A pending job's nearest predecessor with the same ordering key that must finish first, "
+        "else null"
     )
     priority: int = Field(ge=0, le=9, description="0–9, higher starts first among jobs ready to run")
     waiting_for: dict[str, str | int] | None = Field(
