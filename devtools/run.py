@@ -4,6 +4,7 @@ Each child runs in its own session and dies with the launcher (devtools/children
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -35,6 +36,8 @@ CHILD_DEFAULTS = {
     "LOG_JSON": "false",
     "API_WORKERS": "0",  # one API process per core (app.serve)
 }
+# The declared report types shipped as examples (SQL over `dev`: the children's own database, read-only).
+EXAMPLE_REPORT_TYPES = "examples/report-types.toml"
 DEV_SCOPES = "jobs:read,jobs:write,admin"
 # Children that serve Prometheus metrics on a METRICS_PORT of their own (the API serves /metrics itself).
 METRICS_CHILDREN = ("worker", "dead-letter", "scheduler")
@@ -167,6 +170,10 @@ class Launcher:
         for name, value in CHILD_DEFAULTS.items():
             if name not in configured:
                 self.env[name] = value
+        if "REPORT_TYPES_FILE" not in configured:
+            self.env["REPORT_TYPES_FILE"] = str(ROOT / EXAMPLE_REPORT_TYPES)
+            if "DATA_SOURCES" not in configured:
+                self.env["DATA_SOURCES"] = json.dumps({"dev": self.env["DATABASE_URL"]})
         self.env["PYTHONUNBUFFERED"] = "1"
         self.port = int(os.environ.get("PORT", "8000"))
         VAR_DIR.mkdir(exist_ok=True)
