@@ -128,8 +128,9 @@ def classify(exc: BaseException, limit_s: float | None = None) -> Exception:
     return exc if isinstance(exc, Exception) else SourceUnavailable(repr(exc))
 
 
-async def _prepare(conn: AsyncConnection, limit_s: float) -> None:
-    """Make the session read-only and give its statements `limit_s` in the database itself."""
+async def _prepare(conn: AsyncConnection, limit_s: float) -> int | None:
+    """Make the session read-only and give its statements `limit_s` in the database itself; returns the
+    MySQL connection id (what `KILL QUERY` names), None on SQLite."""
     dialect = conn.dialect
     if dialect.name == "sqlite":
         await conn.exec_driver_sql("PRAGMA query_only = ON")
@@ -139,28 +140,44 @@ async def _prepare(conn: AsyncConnection, limit_s: float) -> None:
         await raw.driver_connection.set_progress_handler(  # type: ignore[union-attr]
             lambda: int(time.monotonic() > deadline), SQLITE_CHECK_EVERY_OPS
         )
-        return
+        return None
     await conn.exec_driver_sql("SET SESSION TRANSACTION READ ONLY")
     if getattr(dialect, "is_mariadb", False):
         await conn.exec_driver_sql(f"SET SESSION max_statement_time = {float(limit_s):.3f}")
     else:
         await conn.exec_driver_sql(f"SET SESSION max_execution_time = {max(1, round(limit_s * 1000))}")
+    thread_id = (await conn.exec_driver_sql("SELECT CONNECTION_ID()")).scalar_one()
     await conn.exec_driver_sql("START TRANSACTION READ ONLY")
+    return int(thread_id)
+
+
+async def _kill_query(engine: AsyncEngine, thread_id: int) -> None:
+    """Stop a statement whose reader went away (a cancel, our own time limit): closing the socket alone
+    leaves MySQL computing until it next writes. A user may always kill its own connections' queries."""
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            async with engine.connect() as conn:
+                await conn.exec_driver_sql(f"KILL QUERY {int(thread_id)}")
+    except Exception as exc:
+        log.warning("could not stop a SQL report's query", extra={"thread_id": thread_id, "error": repr(exc)})
 
 
 @asynccontextmanager
 async def read_only_connection(source: str, limit_s: float) -> AsyncIterator[AsyncConnection]:
     """A connection to `source`, read-only, whose statements the database stops after `limit_s`. Ended by
-    an error or a cancel it is closed without reading what is left of a result."""
+    an error or a cancel, its statement is killed and it is closed without reading the rest of a result."""
     engine = _engine(source_url(source).render_as_string(hide_password=False))
     try:
         conn = await engine.connect()
     except Exception as exc:
         raise SourceUnavailable(f"cannot connect to data source {source!r}: {classify(exc)}") from exc
+    thread_id: int | None = None
     try:
-        await _prepare(conn, limit_s)
+        thread_id = await _prepare(conn, limit_s)
         yield conn
     except BaseException:
+        if thread_id is not None:
+            await asyncio.shield(_kill_query(engine, thread_id))
         with contextlib.suppress(Exception):
             await asyncio.shield(conn.invalidate())
         raise
