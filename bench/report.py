@@ -100,7 +100,10 @@ def markdown(res: dict[str, Any]) -> str:
         "met?",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row.cells()) + " |" for row in [*build_rows(res), *metrics_rows(res), *sql_rows(res)]]
+    lines += [
+        "| " + " | ".join(row.cells()) + " |"
+        for row in [*build_rows(res), *metrics_rows(res), *sql_rows(res)]
+    ]
     m = res["machine"]
     flush = m.get("flush_at_commit", MYSQL_FLUSH_AT_COMMIT)
     notes = [

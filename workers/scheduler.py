@@ -23,8 +23,8 @@ from app.core.times import utcnow
 from app.fleet.service import Presence
 from app.maintenance import service as maintenance
 from app.maintenance.reconcile import recover_if_flushed
-from app.schedules import firing
 from app.reports.declared import start_watching
+from app.schedules import firing
 from workers.common import load_registry
 
 log = logging.getLogger("workers.scheduler")

@@ -66,7 +66,7 @@ class DeclaredTypeFields(BaseSettings):
 
     report_types_file: Path | None = Field(
         None,
-        description="TOML file declaring report types without Python (`kind = \"sql\"`, …). Empty or unset:"
+        description='TOML file declaring report types without Python (`kind = "sql"`, …). Empty or unset:'
         " none. Every process reads it at start, again when it changes and on `SIGHUP`; a broken file keeps"
         " the types last loaded. See [Reports without Python](how-to/reports-without-python.md)",
     )

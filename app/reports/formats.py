@@ -127,7 +127,9 @@ class XlsxSink(RowSink):
             datetime: lambda r, c, v: self._sheet.write_datetime(r, c, v, self._datetime),
             date: lambda r, c, v: self._sheet.write_datetime(r, c, v, self._date),
             time: lambda r, c, v: self._sheet.write_datetime(r, c, v, self._time),
-            timedelta: lambda r, c, v: self._sheet.write_number(r, c, v.total_seconds() / 86400, self._duration),
+            timedelta: lambda r, c, v: self._sheet.write_number(
+                r, c, v.total_seconds() / 86400, self._duration
+            ),
         }
 
     def _new_sheet(self) -> None:
@@ -165,7 +167,9 @@ class XlsxSink(RowSink):
             if isinstance(v, kind):
                 write(r, c, v)
                 return
-        self._sheet.write_string(r, c, csv_cell(v) if isinstance(v, bytes | bytearray | memoryview) else str(v))
+        self._sheet.write_string(
+            r, c, csv_cell(v) if isinstance(v, bytes | bytearray | memoryview) else str(v)
+        )
 
     def write(self, rows: Sequence[Sequence[Any]]) -> None:
         cell, other = self._cell, self._other

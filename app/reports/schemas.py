@@ -54,7 +54,9 @@ class DeclarationsPublic(BaseModel):
     types: list[DeclaredTypePublic]
     loaded_at: datetime | None = Field(description="When the types in force were loaded")
     checked_at: datetime | None = Field(description="When the file was last read")
-    error: DeclarationErrorPublic | None = Field(description="Why the last read was refused; null if it was not")
+    error: DeclarationErrorPublic | None = Field(
+        description="Why the last read was refused; null if it was not"
+    )
 
     @classmethod
     def of(cls, status: Status) -> DeclarationsPublic:

@@ -107,7 +107,9 @@ async def one_format(bench: Bench, fmt: str, env: dict[str, str]) -> dict[str, A
         raise RuntimeError(f"the {fmt} SQL report ended {status}: {fig['error']}")
     from datetime import datetime
 
-    seconds = (datetime.fromisoformat(fig["finished"]) - datetime.fromisoformat(fig["started"])).total_seconds()
+    seconds = (
+        datetime.fromisoformat(fig["finished"]) - datetime.fromisoformat(fig["started"])
+    ).total_seconds()
     began = time.perf_counter()
     read_back = await asyncio.to_thread(count_rows, bench.work / "outputs" / fig["path"], fmt)
     growth_mb = (max(peak, max_rss) - before) / MB
@@ -143,7 +145,9 @@ async def run(bench: Bench) -> None:
     results: dict[str, Any] = {"rows": SQL_ROWS, "fill_seconds": round(fill_s, 1)}
     for fmt in ("csv", "xlsx"):
         fig = results[fmt] = await one_format(bench, fmt, env)
-        log(f"  {fmt}: {fig['rows']:,} rows in {fig['seconds']} s = {fig['rows_per_s']:,} rows/s; worker RSS "
+        log(
+            f"  {fmt}: {fig['rows']:,} rows in {fig['seconds']} s = {fig['rows_per_s']:,} rows/s; worker RSS "
             f"{fig['rss_before_mb']} → peak {fig['rss_peak_mb']} MB (+{fig['rss_growth_mb']} MB); file "
-            f"{fig['file_mb']} MB, {fig['rows_read_back']:,} rows read back in {fig['read_back_seconds']} s")  # fmt: skip
+            f"{fig['file_mb']} MB, {fig['rows_read_back']:,} rows read back in {fig['read_back_seconds']} s"
+        )
     bench.results["sql_reports"] = results

@@ -33,7 +33,7 @@ def sql_type(
     lines += [f"{key} = {json.dumps(value)}" for key, value in fields.items()]
     lines.append(f'sql = """\n{textwrap.dedent(sql).strip()}\n"""')
     lines.append(f'[report_types."{name}".params]')
-    lines.append(f"type = \"object\"\nadditionalProperties = false\nrequired = {json.dumps(list(required))}")
+    lines.append(f'type = "object"\nadditionalProperties = false\nrequired = {json.dumps(list(required))}')
     for prop, prop_schema in (params or {}).items():
         lines.append(f'[report_types."{name}".params.properties.{prop}]')
         lines += [f"{key} = {json.dumps(value)}" for key, value in prop_schema.items()]
@@ -53,10 +53,15 @@ def sqlite_source(path: Path, rows: int) -> str:
     """A SQLite file with `sales(id, day, region, amount, note)`, `rows` rows; its async URL."""
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE IF EXISTS sales")
-        conn.execute("CREATE TABLE sales (id INTEGER PRIMARY KEY, day TEXT, region TEXT, amount REAL, note TEXT)")
+        conn.execute(
+            "CREATE TABLE sales (id INTEGER PRIMARY KEY, day TEXT, region TEXT, amount REAL, note TEXT)"
+        )
         conn.executemany(
             "INSERT INTO sales VALUES (?, ?, ?, ?, ?)",
-            ((i, f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}", f"r{i % 7}", i * 1.5, None) for i in range(1, rows + 1)),
+            (
+                (i, f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}", f"r{i % 7}", i * 1.5, None)
+                for i in range(1, rows + 1)
+            ),
         )
     return f"sqlite+aiosqlite:///{path}"
 

@@ -116,9 +116,11 @@ def build(name: str, table: Any, python_names: set[str]) -> Declared:
     if not NAME.match(name):
         raise DeclarationError("name", "letters, digits, '.', '_' and '-' only, at most 100, not first '.-_'")
     if name in python_names:
-        raise DeclarationError("name", "a Python report type has this name (declared types cannot replace it)")
+        raise DeclarationError(
+            "name", "a Python report type has this name (declared types cannot replace it)"
+        )
     if not isinstance(table, dict):
-        raise DeclarationError("", f"must be a table ([{TOP_TABLE}.\"{name}\"])")
+        raise DeclarationError("", f'must be a table ([{TOP_TABLE}."{name}"])')
     kind_name = table.get("kind")
     if not isinstance(kind_name, str):
         raise DeclarationError("kind", f"required: one of {', '.join(sorted(KINDS))}")
@@ -153,7 +155,7 @@ def parse_text(text: str, file: str, python_names: set[str] | None = None) -> li
         raise DeclarationError("", f"not valid TOML: {exc}").located(file, _toml_line(str(exc))) from None
     unknown = sorted(set(data) - {TOP_TABLE})
     if unknown:
-        reason = f"unknown top-level key {unknown[0]!r} (types go in [{TOP_TABLE}.\"name\"] tables)"
+        reason = f'unknown top-level key {unknown[0]!r} (types go in [{TOP_TABLE}."name"] tables)'
         raise DeclarationError("", reason).located(file, 1)
     types = data.get(TOP_TABLE, {})
     if not isinstance(types, dict):

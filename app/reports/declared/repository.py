@@ -11,7 +11,7 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any
@@ -40,11 +40,11 @@ class UnknownSource(KeyError):
     """A type names a data source DATA_SOURCES does not have."""
 
 
-class SourceUnavailable(Exception):  # noqa: N818 — the job's error type as users read it
+class SourceUnavailable(Exception):
     """The source could not be reached (or dropped the connection): retryable."""
 
 
-class QueryTimedOut(Exception):  # noqa: N818
+class QueryTimedOut(Exception):
     """The query's time limit ended it (the database's message when the database stopped it): retryable."""
 
 
@@ -106,7 +106,7 @@ def classify(exc: BaseException, limit_s: float | None = None) -> Exception:
     """The error a report raises for a driver's: SqlError (permanent) for SQL the database refused,
     QueryTimedOut for a time limit, SourceUnavailable for anything about reaching the database."""
     orig = getattr(exc, "orig", None) or exc
-    args = getattr(orig, "args", ())
+    args: tuple[Any, ...] = tuple(getattr(orig, "args", ()))
     code = args[0] if args and isinstance(args[0], int) else None
     message = str(args[1]) if code is not None and len(args) > 1 else str(orig)
     shown = f"({code}) {message}" if code is not None else message
@@ -197,13 +197,13 @@ async def count(conn: AsyncConnection, sql: str, binds: Mapping[str, Any]) -> in
     return int(result.scalar_one())
 
 
-async def explain(source: str, sql: str, binds: Sequence[str], limit_s: float) -> None:
-    """Have the source plan the SELECT without running it (all params null): raises SqlError for SQL it
-    refuses, SourceUnavailable or QueryTimedOut when it cannot say."""
+async def explain(source: str, sql: str, binds: Mapping[str, Any], limit_s: float) -> None:
+    """Have the source plan the SELECT without running it: raises SqlError for SQL it refuses,
+    SourceUnavailable or QueryTimedOut when it cannot say."""
     prefix = "EXPLAIN QUERY PLAN" if source_url(source).get_backend_name() == "sqlite" else "EXPLAIN"
     try:
         async with read_only_connection(source, limit_s) as conn:
-            await conn.execute(text(f"{prefix} {sql}"), dict.fromkeys(binds))
+            await conn.execute(text(f"{prefix} {sql}"), dict(binds))
     except (SourceUnavailable, QueryTimedOut, SqlError):
         raise
     except Exception as exc:

@@ -22,6 +22,8 @@ from app.reports.registry import ReportType, registry
 
 log = logging.getLogger(__name__)
 
+UNREAD = ("", -1, -1)
+
 
 @dataclass
 class Status:
@@ -39,7 +41,8 @@ class Declarations:
 
     def __init__(self) -> None:
         self.status = Status()
-        self._signature: tuple[str, int, int] | None = None  # (path, mtime_ns, size) last read
+        # (path, mtime_ns, size) last read; None: the file was missing; UNREAD: not looked at yet
+        self._signature: tuple[str, int, int] | None = UNREAD
         self._lock = threading.Lock()  # one load at a time (the start's, a poll's, a SIGHUP's)
         self._hup = asyncio.Event()
 
@@ -67,7 +70,12 @@ class Declarations:
             metrics.count_declarations_load("error")
             log.error(
                 "report-types file refused; the types loaded before stay",
-                extra={"file": str(path), "line": error.line, "reason": str(error), "kept": self.status.types},
+                extra={
+                    "file": str(path),
+                    "line": error.line,
+                    "reason": str(error),
+                    "kept": self.status.types,
+                },
             )
             return False
         assert types is not None
@@ -84,11 +92,11 @@ class Declarations:
         if path is None:
             if self.status.file is not None:  # the setting went away (tests): no declared types
                 registry.replace_declared([])
-                self.status, self._signature = Status(), None
+                self.status, self._signature = Status(), UNREAD
             return None
         signature = self._stat(path)
-        if not force and signature == self._signature and signature is not None:
-            return None
+        if not force and signature == self._signature:
+            return None  # unchanged (or still missing: its error was logged once)
         self._signature = signature
         try:
             types = await loader.load(path)
@@ -123,7 +131,7 @@ class Declarations:
         """No declared types and nothing read (tests switch files between cases)."""
         with self._lock:
             registry.replace_declared([])
-            self.status, self._signature = Status(), None
+            self.status, self._signature = Status(), UNREAD
 
     def hang_up(self) -> None:
         """SIGHUP: read the file now, changed or not."""

@@ -52,6 +52,25 @@ class SqlSpec:
     query_timeout_s: float | None = None
     max_rows: int | None = None
     count_first: bool = False
+    probe: tuple[tuple[str, Any], ...] = ()  # a value for each bind to plan the query with (not null: LIMIT)
+
+
+_PROBE_BY_TYPE = {"integer": 1, "number": 1, "string": "", "boolean": False}
+
+
+def probe_value(prop: Any) -> Any:
+    """A value of the param's type for EXPLAIN: its default, else 1, "" or false (null would break `LIMIT
+    :n`, an empty string is a value of any text column)."""
+    if not isinstance(prop, dict):
+        return None
+    if prop.get("default") is not None:
+        return prop["default"]
+    kinds = prop.get("type")
+    for kind in kinds if isinstance(kinds, list) else [kinds]:
+        if kind in _PROBE_BY_TYPE:
+            return _PROBE_BY_TYPE[kind]
+    choices = prop.get("enum")
+    return choices[0] if isinstance(choices, list) and choices else None
 
 
 def _statement_checks(sql: str) -> str:
@@ -85,8 +104,8 @@ def _number(table: dict[str, Any], field: str, *, integer: bool = False) -> Any:
     value = table.get(field)
     if value is None:
         return None
-    kinds: tuple[type, ...] = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
+    valid = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not valid or value <= 0:
         what = "a whole number" if integer else "a number"
         raise DeclarationError(field, f"must be {what} > 0")
     return value
@@ -97,14 +116,18 @@ def parse_sql_spec(name: str, table: dict[str, Any], params_schema: dict[str, An
     without I/O: known fields, a known source, one SELECT whose parameters the schema declares."""
     unknown = sorted(set(table) - FIELDS)
     if unknown:
-        raise DeclarationError(unknown[0], f"unknown field of kind 'sql' (known: {', '.join(sorted(FIELDS))})")
+        raise DeclarationError(
+            unknown[0], f"unknown field of kind 'sql' (known: {', '.join(sorted(FIELDS))})"
+        )
     source = table.get("source")
     if not isinstance(source, str) or not source:
         raise DeclarationError("source", "required: the name of a data source in DATA_SOURCES")
     sources = get_settings().data_sources
     if source not in sources:
-        raise DeclarationError("source", f"unknown data source {source!r} (DATA_SOURCES has: "
-                                         f"{', '.join(sorted(sources)) or 'none'})")  # fmt: skip
+        raise DeclarationError(
+            "source",
+            f"unknown data source {source!r} (DATA_SOURCES has: {', '.join(sorted(sources)) or 'none'})",
+        )
     broken = repository.check_url(sources[source].get_secret_value())
     if broken:
         raise DeclarationError("source", f"data source {source!r}: {broken}")
@@ -119,11 +142,16 @@ def parse_sql_spec(name: str, table: dict[str, Any], params_schema: dict[str, An
     props = properties(params_schema)
     clash = sorted(set(props) & set(RESERVED_BINDS))
     if clash:
-        raise DeclarationError("params", f"param {clash[0]!r} is reserved: :{clash[0]} is {RESERVED_BINDS[clash[0]]}")
+        raise DeclarationError(
+            "params", f"param {clash[0]!r} is reserved: :{clash[0]} is {RESERVED_BINDS[clash[0]]}"
+        )
     missing = [b for b in binds if b not in props and b not in RESERVED_BINDS]
     if missing:
-        raise DeclarationError("sql", f"names parameter :{missing[0]} that the params schema lacks (its"
-                                      f" properties: {', '.join(sorted(props)) or 'none'})")  # fmt: skip
+        raise DeclarationError(
+            "sql",
+            f"names parameter :{missing[0]} that the params schema lacks (its"
+            f" properties: {', '.join(sorted(props)) or 'none'})",
+        )
     fmt = table.get("format", "csv")
     if not isinstance(fmt, str) or fmt.lower() not in FORMATS:
         raise DeclarationError("format", f"must be one of {', '.join(FORMATS)}")
@@ -149,6 +177,7 @@ def parse_sql_spec(name: str, table: dict[str, Any], params_schema: dict[str, An
         query_timeout_s=_number(table, "query_timeout_s"),
         max_rows=_number(table, "max_rows", integer=True),
         count_first=count_first,
+        probe=tuple((b, "" if b == "tenant" else probe_value(props.get(b))) for b in binds),
     )
 
 
@@ -156,19 +185,23 @@ _planned: dict[tuple[str, str], bool] = {}  # (source URL, sql) the source alrea
 
 
 async def check_sql_spec(spec: SqlSpec) -> None:
-    """Have the source plan the SELECT (EXPLAIN, params null): SQL it refuses (syntax, unknown column or
-    table) is a DeclarationError; a source that cannot answer now leaves the check to the first run."""
+    """Have the source plan the SELECT (EXPLAIN, a sample value per param): SQL it refuses (syntax, an
+    unknown column or table) is a DeclarationError; a source that cannot answer leaves it to the first run."""
     key = (repository.source_url(spec.source).render_as_string(hide_password=False), spec.sql)
     if key in _planned:
         return
     try:
-        await asyncio.wait_for(repository.explain(spec.source, spec.sql, spec.binds, EXPLAIN_LIMIT_S),
-                               EXPLAIN_LIMIT_S + FENCE_S)  # fmt: skip
+        await asyncio.wait_for(
+            repository.explain(spec.source, spec.sql, dict(spec.probe), EXPLAIN_LIMIT_S),
+            EXPLAIN_LIMIT_S + FENCE_S,
+        )
     except repository.SqlError as exc:
         raise DeclarationError("sql", f"the data source refused it: {exc}") from None
     except Exception as exc:
-        log.warning("SQL report type not checked against its source (checked when it runs)",
-                    extra={"report_type": spec.type_name, "source": spec.source, "error": str(exc)[:300]})  # fmt: skip
+        log.warning(
+            "SQL report type not checked against its source (checked when it runs)",
+            extra={"report_type": spec.type_name, "source": spec.source, "error": str(exc)[:300]},
+        )
         return
     _planned[key] = True
 
@@ -208,8 +241,9 @@ async def run_sql_report(ctx: ReportContext, spec: SqlSpec, values: dict[str, An
                 if total is not None and total > max_rows:
                     raise PermanentError(f"the query returns {total} rows, more than the limit of {max_rows}")
                 result = await repository.stream(conn, spec.sql, binds)
-            async with ctx.rows_writer(list(result.keys()), fmt, spec.filename or spec.type_name,
-                                       expected_rows=total) as out:  # fmt: skip
+            async with ctx.rows_writer(
+                list(result.keys()), fmt, spec.filename or spec.type_name, expected_rows=total
+            ) as out:
                 async with asyncio.timeout_at(deadline):
                     async for part in result.partitions(FETCH_ROWS):
                         if out.rows + len(part) > max_rows:

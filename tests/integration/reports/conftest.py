@@ -41,9 +41,7 @@ def dw_url(mariadb: MariaDBServer) -> str:
 
 
 @pytest.fixture
-async def declared(
-    env: Any, mariadb: MariaDBServer, dw_url: str, tmp_path: Path
-) -> AsyncIterator[Declared]:
+async def declared(env: Any, mariadb: MariaDBServer, dw_url: str, tmp_path: Path) -> AsyncIterator[Declared]:
     from app.reports.declared import declarations
     from app.reports.declared.repository import dispose_engines
 

@@ -25,7 +25,17 @@ SLEEPY = "SELECT SLEEP(:seconds) AS slept, :n AS n"
 SLEEPY_PARAMS = {"seconds": {"type": "number", "maximum": 5}, "n": {"type": "integer"}}
 
 
-async def spans(client: httpx.AsyncClient, auth: dict[str, str], ids: list[str]) -> list[tuple[datetime, datetime]]:
+async def until_status(client: httpx.AsyncClient, auth: dict[str, str], job_id: str, status: str) -> None:
+    for _ in range(400):
+        if (await get_job(client, auth, job_id))["status"] == status:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"job {job_id} never {status}")
+
+
+async def spans(
+    client: httpx.AsyncClient, auth: dict[str, str], ids: list[str]
+) -> list[tuple[datetime, datetime]]:
     found = []
     for job_id in ids:
         [attempt] = [a for a in await get_attempts(client, auth, job_id) if a["outcome"] == "succeeded"]
@@ -68,7 +78,9 @@ async def test_declared_params_get_the_same_422s_as_a_python_type_s(
     client: httpx.AsyncClient, auth: dict[str, str], declared: Declared
 ) -> None:
     await declared.use(sql_type("dw.sleepy", SLEEPY, params=SLEEPY_PARAMS, required=("seconds",)))
-    [listed] = [t for t in (await client.get("/v1/report-types", headers=auth)).json() if t["name"] == "dw.sleepy"]
+    [listed] = [
+        t for t in (await client.get("/v1/report-types", headers=auth)).json() if t["name"] == "dw.sleepy"
+    ]
     assert listed["params_schema"]["properties"] == SLEEPY_PARAMS
     body = {"report_type": "dw.sleepy", "params": {"seconds": 9, "n": "x", "other": 1}}
     resp = await client.post("/v1/jobs", json=body, headers=auth)
@@ -88,12 +100,15 @@ async def test_a_declared_type_is_retried_with_backoff_until_its_source_answers(
     url = declared.sources["dw"]
     declared.mariadb.sql("DROP DATABASE IF EXISTS dw_late")
     declared.sources["late"] = url.rsplit("/", 1)[0] + "/dw_late"
-    await declared.use(sql_type("late.one", "SELECT 1 AS one", source="late"), RETRY_DELAYS_S="[0.6, 0.6, 0.6]")
+    await declared.use(
+        sql_type("late.one", "SELECT 1 AS one", source="late"), RETRY_DELAYS_S="[0.6, 0.6, 0.6]"
+    )
     job_id = await submit_id(client, auth, "late.one")
     draining = asyncio.create_task(drain())
-    while not await get_attempts(client, auth, job_id) or (await get_job(client, auth, job_id))["status"] != "retrying":
-        await asyncio.sleep(0.05)
-    await asyncio.to_thread(declared.mariadb.sql, "CREATE DATABASE dw_late; GRANT SELECT ON dw_late.* TO 'report_ro'@'%'")
+    await until_status(client, auth, job_id, "retrying")
+    await asyncio.to_thread(
+        declared.mariadb.sql, "CREATE DATABASE dw_late; GRANT SELECT ON dw_late.* TO 'report_ro'@'%'"
+    )
     await draining
     job = await get_job(client, auth, job_id)
     assert job["status"] == "done" and job["attempt"] >= 2, job
@@ -110,7 +125,11 @@ async def test_a_dead_declared_job_gets_its_dead_letter_and_one_alert(
     await drain()
     await drain_alerts()
     [letter] = (await client.get("/v1/dead-letters", headers=auth)).json()["items"]
-    assert (letter["job_id"], letter["report_type"], letter["alert"]["status"]) == (job_id, "dw.capped", "sent")
+    assert (letter["job_id"], letter["report_type"], letter["alert"]["status"]) == (
+        job_id,
+        "dw.capped",
+        "sent",
+    )
     assert len(dingtalk.accepted) == 1
     text = dingtalk.accepted[0].text
     assert job_id in text and "dw.capped" in text and "PermanentError" in text
@@ -154,7 +173,9 @@ async def test_declared_jobs_with_one_ordering_key_run_in_order_one_at_a_time(
     await declared.use(sql_type("dw.ordered", SLEEPY, params=SLEEPY_PARAMS))
     ids = []
     for i in range(4):
-        job: dict[str, Any] = await submit(client, auth, "dw.ordered", job={"ordering_key": "k"}, seconds=0.1, n=i)
+        job: dict[str, Any] = await submit(
+            client, auth, "dw.ordered", job={"ordering_key": "k"}, seconds=0.1, n=i
+        )
         ids.append(job["id"])
     await drain(workers=3)
     windows = await spans(client, auth, ids)

@@ -48,7 +48,9 @@ async def test_a_20k_row_sql_report_streams_to_a_file_that_reads_back_whole(
     assert list(rows[0]) == ["id", "day", "region", "amount", "note", "at"]
     assert len(rows) == DW_ROWS + 1
     async with _session() as session:
-        recorded = (await session.execute(text("SELECT output_rows FROM report_jobs WHERE id = :i"), {"i": job_id}))
+        recorded = await session.execute(
+            text("SELECT output_rows FROM report_jobs WHERE id = :i"), {"i": job_id}
+        )
         assert recorded.scalar_one() == DW_ROWS
 
 

@@ -17,7 +17,7 @@ from tests.utils.declared import csv_rows, xlsx_rows
 
 TYPED = [
     1,
-    "=HYPERLINK(\"http://evil\")",
+    '=HYPERLINK("http://evil")',
     Decimal("1234.50"),
     date(2026, 11, 27),
     datetime(2026, 11, 27, 8, 30, 5),
@@ -40,6 +40,10 @@ def context(tmp_path: Path, requested_format: str | None = None) -> ReportContex
         output_root=tmp_path,
         requested_format=requested_format,
     )
+
+
+def files_under(path: Path) -> list[Path]:
+    return [p for p in path.rglob("*") if p.is_file()]
 
 
 def written(ctx: ReportContext, tmp_path: Path) -> bytes:
@@ -133,7 +137,7 @@ async def test_a_report_that_fails_inside_rows_writer_leaves_no_file(tmp_path: P
         async with ctx.rows_writer(["a"], fmt="xlsx") as out:
             await out.write_rows([(1,)])
             raise RuntimeError("boom")
-    assert ctx.output_info is None and not [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert ctx.output_info is None and not files_under(tmp_path)
 
 
 def test_an_unknown_format_is_refused() -> None:

@@ -85,7 +85,9 @@ async def test_an_unknown_data_source_is_refused_at_its_line(local_source: Path)
         ("SELECT (region FROM sales", "unbalanced parentheses"),
     ],
 )
-async def test_sql_that_does_not_parse_is_refused_with_the_reason(local_source: Path, sql: str, reason: str) -> None:
+async def test_sql_that_does_not_parse_is_refused_with_the_reason(
+    local_source: Path, sql: str, reason: str
+) -> None:
     text = sql_type("t", sql, source="local")
     error = await refused(local_source, text)
     assert error.field == "sql" and reason in error.reason, error.reason
@@ -155,6 +157,8 @@ def test_the_check_command_prints_file_line_reason_and_fails(local_source: Path)
     run = [sys.executable, "-m", "app.reports.declared", "check"]
     failed = subprocess.run([*run, str(bad)], capture_output=True, text=True, timeout=120)
     assert failed.returncode == 1, failed.stderr
-    assert failed.stderr.startswith(f"{bad}:{line_of(bad.read_text(), 'nowhere')}: report type 'sales.by_region'")
+    assert failed.stderr.startswith(
+        f"{bad}:{line_of(bad.read_text(), 'nowhere')}: report type 'sales.by_region'"
+    )
     passed = subprocess.run([*run, str(good)], capture_output=True, text=True, timeout=120)
     assert passed.returncode == 0 and "ok, 1 report type: sales.by_region (sql)" in passed.stdout

@@ -55,7 +55,10 @@ def test_the_schema_shown_is_the_one_declared() -> None:
 @pytest.mark.parametrize(
     ("schema", "reason"),
     [
-        ({"type": "object", "properties": {"n": {"type": "integr"}}}, "invalid JSON Schema at 'properties/n/type'"),
+        (
+            {"type": "object", "properties": {"n": {"type": "integr"}}},
+            "invalid JSON Schema at 'properties/n/type'",
+        ),
         ({"type": "array"}, "type must be 'object'"),
         ({"type": "object", "properties": {"n": {"pattern": "("}}}, "does not compile"),
         ("object", "must be a table"),

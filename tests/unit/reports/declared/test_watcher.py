@@ -52,7 +52,9 @@ def loads(result: str) -> float:
     return value or 0.0
 
 
-async def test_a_broken_file_keeps_the_types_in_force_and_says_why(types_file: Callable[[float], Path]) -> None:
+async def test_a_broken_file_keeps_the_types_in_force_and_says_why(
+    types_file: Callable[[float], Path],
+) -> None:
     path = write_file(types_file(0), one("a") + one("b"))
     assert declarations.load_now() is True
     assert {t.name for t in registry.declared()} == {"a", "b"} and registry.get("a") is not None
