@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
 from typing import Any, ClassVar, Self
 
 from jsonschema import Draft202012Validator
@@ -32,25 +31,7 @@ def check_schema(schema: Any) -> dict[str, Any]:
         raise DeclarationError("params", f"invalid JSON Schema at '{where}': {exc.message}") from None
     if schema.get("type", "object") != "object":
         raise DeclarationError("params", "the schema's type must be 'object' (params are a JSON object)")
-    for pattern in _patterns(schema):
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise DeclarationError("params", f"pattern {pattern!r} does not compile: {exc}") from None
     return schema
-
-
-def _patterns(schema: Any) -> Iterator[str]:
-    if isinstance(schema, dict):
-        for key, value in schema.items():
-            if key == "pattern" and isinstance(value, str):
-                yield value
-            elif key == "patternProperties" and isinstance(value, dict):
-                yield from (k for k in value if isinstance(k, str))
-            yield from _patterns(value)
-    elif isinstance(schema, list):
-        for item in schema:
-            yield from _patterns(item)
 
 
 def properties(schema: dict[str, Any]) -> dict[str, Any]:
