@@ -5,6 +5,7 @@ One definition for Python report authors (`ctx.rows_writer`) and the declared SQ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import itertools
 import math
@@ -205,10 +206,22 @@ class RowsWriter:
         self.expected_rows = expected_rows
         self._on_progress = on_progress
 
+    @staticmethod
+    async def _in_thread(work: Callable[..., None], *args: Any) -> None:
+        """`work` in a thread; if the report is cancelled meanwhile (its time is up, a cancel), the thread is
+        let finish with the file before the cancel goes on and the file is closed and removed."""
+        task = asyncio.ensure_future(asyncio.to_thread(work, *args))
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            with contextlib.suppress(BaseException):
+                await task
+            raise
+
     async def _write(self, chunk: list[Sequence[Any]]) -> None:
         if not chunk:
             return
-        await asyncio.to_thread(self._sink.write, chunk)
+        await self._in_thread(self._sink.write, chunk)
         self.rows += len(chunk)
         if self.expected_rows and self._on_progress is not None:
             self._on_progress(min(1.0, self.rows / self.expected_rows))
@@ -236,4 +249,4 @@ class RowsWriter:
         await self._write(list(rows))
 
     async def finish(self) -> None:
-        await asyncio.to_thread(self._sink.finish)
+        await self._in_thread(self._sink.finish)

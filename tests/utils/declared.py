@@ -69,14 +69,18 @@ def sqlite_source(path: Path, rows: int) -> str:
 def mariadb_source(server: MariaDBServer, rows: int, database: str = "dw") -> str:
     """Database `dw` on the test MariaDB with `sales(id, day, region, amount, note, at)` (DATE, DECIMAL,
     DATETIME), `rows` rows, and a user that may only SELECT there; its async URL."""
+    digits = len(str(rows - 1))
+    number = " + ".join(f"d{i}.n * {10**i}" for i in range(digits))  # 0 .. rows - 1 from a digits table
+    joins = " CROSS JOIN ".join(f"{database}.digits d{i}" for i in range(digits))
     server.sql(
         f"DROP DATABASE IF EXISTS {database}; CREATE DATABASE {database};"
+        f"CREATE TABLE {database}.digits (n INT); INSERT INTO {database}.digits VALUES"
+        " (0),(1),(2),(3),(4),(5),(6),(7),(8),(9);"
         f"CREATE TABLE {database}.sales (id INT PRIMARY KEY, day DATE, region VARCHAR(20),"
         " amount DECIMAL(12,2), note VARCHAR(200) NULL, at DATETIME);"
         f"INSERT INTO {database}.sales SELECT n, DATE_ADD('2026-01-01', INTERVAL n % 365 DAY),"
         " CONCAT('r', n % 7), n * 1.25, NULL, TIMESTAMP('2026-01-01 08:30:00') + INTERVAL n SECOND"
-        " FROM (WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq"
-        f" WHERE n < {rows}) SELECT n FROM seq) AS numbers;"
+        f" FROM (SELECT {number} + 1 AS n FROM {joins}) AS numbers WHERE n <= {rows};"
         f"CREATE USER IF NOT EXISTS '{DW_USER}'@'%' IDENTIFIED BY '{DW_PASSWORD}';"
         f"GRANT SELECT ON {database}.* TO '{DW_USER}'@'%'; FLUSH PRIVILEGES;"
     )
