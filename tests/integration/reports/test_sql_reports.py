@@ -12,8 +12,10 @@ from sqlalchemy import text
 
 from app.reports.declared import repository
 from tests.integration.reports.conftest import DW_ROWS, Declared
+from tests.utils.database import ROOT
 from tests.utils.declared import csv_rows, sql_type, xlsx_rows
 from tests.utils.jobs import get_attempts, get_job, submit_id
+from tests.utils.keys import make_key
 from tests.utils.workers import drain
 
 SALES = "SELECT id, day, region, amount, note, at FROM sales ORDER BY id"
@@ -177,3 +179,30 @@ async def test_a_cancelled_sql_report_stops_its_query_and_frees_the_worker(
         " WHERE info LIKE '%a.amount < b.amount%' AND id <> CONNECTION_ID()"
     )
     assert still.strip() == "0", "the cancelled report's query still runs in MariaDB"
+
+
+async def test_the_shipped_examples_run_against_the_service_s_own_database(
+    client: httpx.AsyncClient, auth: dict[str, str], declared: Declared, base_env: dict[str, str]
+) -> None:
+    """examples/report-types.toml (what `make run` loads) over MariaDB's `reports` database: both types run,
+    and each tenant sees only its own jobs."""
+    declared.sources = {"dev": base_env["DATABASE_URL"]}
+    await declared.use((ROOT / "examples" / "report-types.toml").read_text(encoding="utf-8"))
+    other = await make_key("globex")
+    await submit_id(client, other, "demo.csv", rows=1)
+    for _ in range(2):
+        await submit_id(client, auth, "demo.csv", rows=1)
+    per_day = await submit_id(client, auth, "sql.jobs_per_day", since="2026-01-01")
+    recent = await submit_id(client, auth, "sql.recent_jobs", limit=10)
+    await drain()
+    job = await get_job(client, auth, per_day)
+    assert job["status"] == "done", job["last_error"]
+    rows = csv_rows(await output(client, auth, job))
+    assert rows[0] == ["day", "report_type", "jobs", "done", "dead"]
+    demo = [r for r in rows[1:] if r[1] == "demo.csv"]
+    assert [r[2] for r in demo] == ["2"]  # acme's two, not globex's
+    job = await get_job(client, auth, recent)
+    assert job["status"] == "done" and job["output"]["filename"] == "recent-jobs.xlsx", job
+    book = xlsx_rows(await output(client, auth, job))
+    assert book[0] == ("id", "report_type", "status", "attempts", "created_at", "finished_at")
+    assert {row[1] for row in book[1:]} == {"demo.csv", "sql.jobs_per_day", "sql.recent_jobs"}
