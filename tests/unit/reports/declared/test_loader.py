@@ -162,3 +162,19 @@ def test_the_check_command_prints_file_line_reason_and_fails(local_source: Path)
     )
     passed = subprocess.run([*run, str(good)], capture_output=True, text=True, timeout=120)
     assert passed.returncode == 0 and "ok, 1 report type: sales.by_region (sql)" in passed.stdout
+
+
+def test_reportctl_types_check_is_the_same_check(local_source: Path) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+
+    bad = local_source / "bad.toml"
+    bad.write_text(GOOD.replace("SUM(amount)", "SUM(nope)"), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["types", "check", str(bad)])
+    assert result.exit_code == 1
+    assert (
+        f"{bad}:{line_of(bad.read_text(), 'sql = ')}: report type 'sales.by_region', field 'sql'"
+        in result.output
+    )
+    assert "no such column: nope" in result.output
