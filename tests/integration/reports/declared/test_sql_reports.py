@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from app.reports.declared import repository
-from tests.integration.reports.conftest import DW_ROWS, Declared
+from tests.integration.reports.declared.conftest import DW_ROWS, Declared
 from tests.utils.database import ROOT
 from tests.utils.declared import csv_rows, sql_type, xlsx_rows
 from tests.utils.jobs import get_attempts, get_job, submit_id

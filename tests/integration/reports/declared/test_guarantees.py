@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from app.fairshare import service as fairshare
-from tests.integration.reports.conftest import Declared
+from tests.integration.reports.declared.conftest import Declared
 from tests.utils.declared import csv_rows, sql_type, write_file
 from tests.utils.fairshare import admin_call
 from tests.utils.fakes.dingtalk import FakeDingTalk
