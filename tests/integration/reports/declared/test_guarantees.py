@@ -153,16 +153,18 @@ async def test_a_schedule_of_a_declared_type_runs_its_job_with_the_fire_time_bou
     assert rows[1][1] == "acme" and rows[1][0].startswith(fired), (rows, fired)
 
 
-async def test_a_declared_cap_holds_across_three_workers(
+async def test_a_declared_cap_holds_across_three_workers_and_its_priority_is_the_jobs_default(
     client: httpx.AsyncClient, auth: dict[str, str], declared: Declared
 ) -> None:
-    text = sql_type("dw.capped_sleep", SLEEPY, params=SLEEPY_PARAMS, max_concurrency=1)
+    text = sql_type("dw.capped_sleep", SLEEPY, params=SLEEPY_PARAMS, max_concurrency=1, priority=7)
     await declared.use(text)
     admin = await make_key(scopes="admin")
     policy = await admin_call(client, admin, "GET", "/v1/report-types/dw.capped_sleep/policy")
     assert policy["max_concurrency"] == {"limit": 1, "source": "declared"}
     await fairshare.publish_policy()
-    ids = [await submit_id(client, auth, "dw.capped_sleep", seconds=0.3, n=i) for i in range(3)]
+    jobs = [await submit(client, auth, "dw.capped_sleep", seconds=0.3, n=i) for i in range(3)]
+    assert {job["priority"] for job in jobs} == {7}  # the type's declared priority
+    ids = [job["id"] for job in jobs]
     await drain(workers=3)
     windows = sorted(await spans(client, auth, ids))
     for (_, end_a), (start_b, _) in itertools.pairwise(windows):
