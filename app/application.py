@@ -38,6 +38,7 @@ from app.jobs import routes as jobs_routes
 from app.observability import routes as observability_routes
 from app.reports import remote_routes
 from app.reports import routes as reports_routes
+from app.reports.declared import declarations, start_watching
 from app.reports.registry import registry
 from app.schedules import routes as schedules_routes
 
@@ -53,11 +54,14 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
     setup_logging("api")
     failpoints.arm_from_environment()  # none unless a test or the soak names some
     registry.load(settings.enable_demo_reports, settings.report_modules)
+    declarations.load_now()  # a broken REPORT_TYPES_FILE is logged and shown; the Python types serve
+    declared = start_watching()
     get_engine()
     freeze_startup_heap()
     try:
         yield
     finally:
+        await declared.stop()
         await redis_pool.close_pool()
         await dispose_engine()
 
@@ -70,6 +74,7 @@ def operation_id(route: APIRoute) -> str:
 def create_app() -> FastAPI:
     settings = get_settings()
     registry.load(settings.enable_demo_reports, settings.report_modules)
+    declarations.load_now()
     app = FastAPIOffline(
         default_response_class=FastJSONResponse,
         title="report-orchestrator",

@@ -29,13 +29,15 @@ RESULTS_DIR = Path(os.environ.get("BENCH_RESULTS_DIR") or ROOT / "bench" / "resu
 # BENCH_SCALE), BENCH_SCALE_DROP_INDEXES (1: secondary indexes dropped for a fill and rebuilt after),
 # BENCH_SCALE_FILL_BUDGET_S (1500: a size whose fill would take longer is cut at what fits, and says so),
 # BENCH_SCALE_EXPLAIN (1: past the first size, each figure's statements replayed under ANALYZE).
+# SQL reports (issue 30, BENCH_PHASES=sql_reports): BENCH_SQL_ROWS (1000000 times BENCH_SCALE) rows to CSV and
+# XLSX by a declared SQL report type on one worker process.
 
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 PHASES = ("submit", "bulk", "drain", "pickup", "memory")  # the default
 # In the order they run; BENCH_PHASES=metrics for issue 12's figures, fairness for issue 16's (both opt-in:
 # the default run would not fit its 10-minute budget with them). Fairness runs before memory, which takes
 # what the budget leaves.
-ALL_PHASES = ("submit", "bulk", "drain", "pickup", "fairness", "memory", "metrics", "scale")
+ALL_PHASES = ("submit", "bulk", "drain", "pickup", "fairness", "memory", "metrics", "scale", "sql_reports")
 CONCURRENCY = 64
 SUBMIT_SECONDS = max(2.0, 10.0 * min(SCALE, 1.0))
 WARMUP_SECONDS = 2.0 if SCALE >= 1 else 1.0

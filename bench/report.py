@@ -17,6 +17,7 @@ from bench.common import MYSQL_FLUSH_AT_COMMIT, PHASES, RESULTS_DIR, ROOT, SCALE
 from bench.context import Bench
 from bench.report_metrics import metrics_note, metrics_rows
 from bench.report_scale import scale_note
+from bench.report_sql import sql_rows
 from bench.targets import META_CPU_KEYS, build_rows
 
 __all__ = ["META_CPU_KEYS", "machine_info", "markdown", "write_results"]
@@ -99,7 +100,10 @@ def markdown(res: dict[str, Any]) -> str:
         "met?",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row.cells()) + " |" for row in [*build_rows(res), *metrics_rows(res)]]
+    lines += [
+        "| " + " | ".join(row.cells()) + " |"
+        for row in [*build_rows(res), *metrics_rows(res), *sql_rows(res)]
+    ]
     m = res["machine"]
     flush = m.get("flush_at_commit", MYSQL_FLUSH_AT_COMMIT)
     notes = [

@@ -46,7 +46,7 @@ from bench.common import (
     wanted_phases,
 )
 from bench.context import Bench
-from bench.phases import bulk, drain, fairness, memory, metrics, pickup, scale, submit
+from bench.phases import bulk, drain, fairness, memory, metrics, pickup, scale, sql_reports, submit
 from bench.procs import stop_all
 from bench.report import machine_info, markdown, write_results
 
@@ -124,7 +124,8 @@ async def run_phases(bench: Bench) -> None:
         await timed("fairness", fairness.run)  # its own workers; before memory, which takes what is left
         await timed("memory", memory.run)
         await timed("metrics", metrics.run)  # its own API processes (metrics on and off) and workers
-        await timed("scale", scale.run)  # last: it fills the tables to millions of rows (its own API)
+        await timed("scale", scale.run)  # it fills the tables to millions of rows (its own API)
+        await timed("sql_reports", sql_reports.run)  # its own data source and worker
     finally:
         await bench.close()
 

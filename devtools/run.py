@@ -4,6 +4,7 @@ Each child runs in its own session and dies with the launcher (devtools/children
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -41,6 +42,8 @@ CHILD_DEFAULTS = {
 }
 #: The demo report service's port: the example declarations name it.
 DEMO_REPORT_SERVICE_PORT = 8099
+# The declared report types shipped as examples (SQL over `dev`: the children's own database, read-only).
+EXAMPLE_REPORT_TYPES = "examples/report-types.toml"
 DEV_SCOPES = "jobs:read,jobs:write,admin"
 # Children that serve Prometheus metrics on a METRICS_PORT of their own (the API serves /metrics itself).
 METRICS_CHILDREN = ("worker", "dead-letter", "scheduler")
@@ -182,6 +185,10 @@ class Launcher:
         for name, value in CHILD_DEFAULTS.items():
             if name not in configured:
                 self.env[name] = value
+        if "REPORT_TYPES_FILE" not in configured:
+            self.env["REPORT_TYPES_FILE"] = str(ROOT / EXAMPLE_REPORT_TYPES)
+            if "DATA_SOURCES" not in configured:
+                self.env["DATA_SOURCES"] = json.dumps({"dev": self.env["DATABASE_URL"]})
         self.env["PYTHONUNBUFFERED"] = "1"
         self.port = int(os.environ.get("PORT", "8000"))
         if "PUBLIC_BASE_URL" not in configured:  # where an async HTTP report's service reports back

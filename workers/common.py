@@ -17,13 +17,17 @@ from app.core.db import dispose_engine
 from app.core.heap import freeze_startup_heap
 from app.core.logs import setup_logging
 from app.fleet.schemas import ProcessKind
+from app.reports.declared import declarations, start_watching
+from app.reports.declared.loader import MAX_TIMEOUT_S
 from app.reports.registry import registry
 from workers.base import OrchestratorWorker
 
 
 def load_registry() -> None:
+    """The Python report types, then REPORT_TYPES_FILE's (a broken file is logged; the Python ones run)."""
     settings = get_settings()
     registry.load(settings.enable_demo_reports, settings.report_modules)
+    declarations.load_now()
 
 
 def worker_name() -> str:
@@ -34,6 +38,8 @@ def arq_job_timeout_s() -> float:
     """arq's own limit sits above every report's timeout: our wrapper, not arq, decides on timeouts."""
     settings = get_settings()
     timeouts = [t.timeout_s for t in registry.all() if t.timeout_s] + [settings.job_timeout_s]
+    if settings.report_types_file is not None:  # a declared type's timeout may grow while the worker runs
+        timeouts.append(MAX_TIMEOUT_S)
     return max(timeouts) + 60
 
 
@@ -41,10 +47,15 @@ async def on_startup(ctx: dict[str, Any]) -> None:
     ctx["worker_name"] = worker_name()
     # Enqueues made while running a job (retries, dead letters, callbacks) go through arq's own pool.
     redis_pool.set_pool(ctx["redis"])
+    if declarations.status.file is not None:  # this process loaded REPORT_TYPES_FILE: keep it current
+        ctx["declared_watch"] = start_watching()
     freeze_startup_heap()
 
 
 async def on_shutdown(ctx: dict[str, Any]) -> None:
+    watch = ctx.pop("declared_watch", None)
+    if watch is not None:
+        await watch.stop()
     redis_pool.clear_pool()  # arq closes its pool itself, right after this hook
     await dispose_engine()
 

@@ -23,6 +23,7 @@ from app.core.times import utcnow
 from app.fleet.service import Presence
 from app.maintenance import service as maintenance
 from app.maintenance.reconcile import recover_if_flushed
+from app.reports.declared import start_watching
 from app.schedules import firing
 from workers.common import load_registry
 
@@ -102,12 +103,14 @@ async def main() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info("scheduler started", extra={"scan_interval_s": settings.scan_interval_s})
+    declared = start_watching()  # REPORT_TYPES_FILE's changes (polled, and on SIGHUP)
     fires = asyncio.create_task(fire_loop(stop))
     await tick(presence)
     watch = asyncio.create_task(flush_watch(stop))
     await stop.wait()
     await fires
     await watch
+    await declared.stop()
     scheduler.shutdown(wait=False)
     await presence.stop()
     await redis_pool.close_pool()

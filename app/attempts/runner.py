@@ -167,6 +167,7 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
         store=get_output_store(),
         schedule_id=job.schedule_id,
         scheduled_for=job.scheduled_for,
+        requested_format=_requested_format(job.params),
     )
     rtype = registry.get(job.report_type)
     outcome: AttemptOutcome | None = None
@@ -241,6 +242,12 @@ async def _record(
     if result.applied and result.status == JobStatus.RETRYING:
         return RunResult(defer_s=result.delay_s, detail="retrying")
     return RunResult(detail=result.status.value if result.status else "discarded")
+
+
+def _requested_format(params: Any) -> str | None:
+    """The job's `format` param, if its type's schema has one (what `ctx.rows_writer` writes by default)."""
+    value = params.get("format") if isinstance(params, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _span_error(error: dict[str, Any] | None) -> str:

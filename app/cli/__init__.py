@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from app.cli import dead_letters, fleet, jobs, submit
+from app.cli import dead_letters, fleet, jobs, report_types, submit
 from app.cli.destinations import deliveries_cmd, destinations
 from app.cli.fairshare import tenants, types
 from app.cli.keys import keys
@@ -22,6 +22,7 @@ cli.add_typer(schedules, name="schedules")
 cli.add_typer(destinations, name="destinations")
 cli.add_typer(tenants, name="tenants")
 cli.add_typer(types, name="types")
+types.command("check")(report_types.check)
 # The top-level commands, in the order `reportctl --help` lists them.
 cli.command()(submit.submit)
 cli.command()(jobs.status)

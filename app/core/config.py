@@ -6,11 +6,14 @@ Times are seconds and may be fractional so tests can run the whole state machine
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.core.backoff import BackoffPolicy
 from app.core.config_fields import CoreFields, NotifyFields, RuntimeFields
@@ -56,7 +59,58 @@ class DeliveryLinkFields(BaseSettings):
 # ---- end of delivery download links ----------------------------------------------------------------------
 
 
-class Settings(HttpReportFields, DeliveryLinkFields, RuntimeFields, NotifyFields, CoreFields):
+# ---- Declared report types (issue 30): report types from a file, SQL reports over read-only sources ------
+
+
+class DeclaredTypeFields(BaseSettings):
+    """Report types declared in a TOML file instead of Python (app/reports/declared)."""
+
+    report_types_file: Path | None = Field(
+        None,
+        description='TOML file declaring report types without Python (`kind = "sql"`, …). Empty or unset:'
+        " none. Every process reads it at start, again when it changes and on `SIGHUP`; a broken file keeps"
+        " the types last loaded. See [Reports without Python](how-to/reports-without-python.md)",
+    )
+    report_types_poll_s: float = Field(
+        5.0,
+        ge=0,
+        description="How often each process looks at `REPORT_TYPES_FILE`'s modification time and size (a"
+        " `stat`, no read unless they changed); `0`: only at start and on `SIGHUP`",
+    )
+    data_sources: Annotated[dict[str, SecretStr], NoDecode] = Field(
+        default_factory=dict,
+        description='JSON object `{"name": "SQLAlchemy async URL"}`: the read-only databases SQL report types'
+        ' name in `source`, e.g. `{"dw": "mysql+asyncmy://ro:pw@dw/sales", "local":'
+        ' "sqlite+aiosqlite:///./var/reports.db"}`. Connections are opened read-only (MySQL `SET SESSION'
+        " TRANSACTION READ ONLY`, SQLite `mode=ro` and `query_only`); give them a read-only user as well",
+    )
+    sql_report_max_rows: int = Field(
+        10_000_000,
+        gt=0,
+        description="Most rows any SQL report may return (a type's `max_rows` may only be lower); past it the"
+        " job fails permanently instead of writing a truncated file",
+    )
+
+    @field_validator("report_types_file", mode="before")
+    @classmethod
+    def _empty_file_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("data_sources", mode="before")
+    @classmethod
+    def _parse_sources(cls, value: object) -> object:
+        if isinstance(value, str):
+            parsed = json.loads(value) if value.strip() else {}
+            if not isinstance(parsed, dict):
+                raise ValueError("DATA_SOURCES must be a JSON object of name → URL")
+            return parsed
+        return value
+
+
+# ---- end of declared report types ------------------------------------------------------------------------
+
+
+class Settings(HttpReportFields, DeclaredTypeFields, DeliveryLinkFields, RuntimeFields, NotifyFields, CoreFields):
     """Every setting (the fields, by topic, in app/core/config_fields.py: their descriptions are the docs'
     configuration table, links relative to docs/), parsed and checked."""
 
@@ -66,8 +120,6 @@ class Settings(HttpReportFields, DeliveryLinkFields, RuntimeFields, NotifyFields
     @classmethod
     def _parse_delays(cls, value: object) -> object:
         if isinstance(value, str):
-            import json
-
             text = value.strip()
             parsed = json.loads(text) if text.startswith("[") else [p for p in text.split(",") if p.strip()]
             return [float(p) for p in parsed]
@@ -77,8 +129,6 @@ class Settings(HttpReportFields, DeliveryLinkFields, RuntimeFields, NotifyFields
     @classmethod
     def _parse_secret_map(cls, value: object) -> object:
         if isinstance(value, str):
-            import json
-
             return json.loads(value) if value.strip() else {}
         return value
 

@@ -89,6 +89,12 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.declaration_loads = Counter(
+            "reports_declaration_loads",
+            "Loads of REPORT_TYPES_FILE by result (ok; error: refused, the types loaded before stay).",
+            ["result"],
+            registry=r,
+        )
         self.queue_wait = Histogram(
             "reports_queue_wait_seconds",
             "From the moment a job could start (submitted, run_at, retry due) to its attempt's start.",
@@ -220,6 +226,12 @@ def count_alert(sink: str, result: str, n: int = 1) -> None:
     m = get_metrics()
     if m.enabled:
         m.alert_deliveries.labels(sink, result).inc(n)
+
+
+def count_declarations_load(result: str) -> None:
+    m = get_metrics()
+    if m.enabled:
+        m.child(m.declaration_loads, result).inc()
 
 
 def count_callback(result: str) -> None:

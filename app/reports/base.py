@@ -7,8 +7,8 @@ output store by `publish()`, which the runner awaits); `set_progress()` is flush
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from app.outputs.base import OutputStore, attempt_key, safe_filename
 from app.outputs.local import AtomicFile, LocalOutputStore
+from app.reports.formats import DEFAULT_FORMAT, FORMATS, RowsWriter, check_format, file_name, open_sink
 
 
 class PermanentError(Exception):
@@ -54,6 +55,7 @@ class ReportContext:
         store: OutputStore | None = None,
         schedule_id: str | None = None,
         scheduled_for: datetime | None = None,
+        requested_format: str | None = None,
     ) -> None:
         self.job_id = job_id
         self.tenant = tenant
@@ -70,6 +72,8 @@ class ReportContext:
         self.output_info: OutputInfo | None = None
         self.rows: int | None = None
         self.step_name: str | None = None  # set while a multi-step report runs a step
+        # The job's `format` param when it has one (see `rows_writer`).
+        self.requested_format = requested_format
         self.step_attempt = 0
 
     def set_progress(self, fraction: float) -> None:
@@ -101,6 +105,26 @@ class ReportContext:
         else:
             self.discard_spool()  # a report that writes twice keeps its last file
             self._spooled = (atomic.final_path, info)
+
+    @asynccontextmanager
+    async def rows_writer(
+        self,
+        columns: Sequence[str],
+        fmt: str | None = None,
+        filename: str = "report",
+        expected_rows: int | None = None,
+    ) -> AsyncIterator[RowsWriter]:
+        """The report's output as rows, streamed: `async with ctx.rows_writer(["day", "total"]) as out:
+        await out.write_rows(rows)`. The format is `fmt`, else the job's `format` param, else CSV; the
+        file is `filename` + `.csv`/`.xlsx`, with a header row of `columns`. The rows written are the job's
+        row count (`set_rows`); with `expected_rows`, progress follows them."""
+        chosen = check_format(fmt or self.requested_format or DEFAULT_FORMAT)
+        content_type = FORMATS[chosen][0]
+        with self.output(file_name(filename, chosen), content_type, binary=chosen == "xlsx") as fh:
+            writer = RowsWriter(open_sink(chosen, fh, columns), expected_rows, self.set_progress)
+            yield writer
+            await writer.finish()
+            self.set_rows(writer.rows)
 
     async def publish(self) -> None:
         """Upload the spooled output (if any) to the store; only then does the job get to name it."""

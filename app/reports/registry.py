@@ -1,12 +1,13 @@
 """The registry of report types: name → async function, params model, timeout and retry budget.
 
-Demo types load when ENABLE_DEMO_REPORTS is on; REPORT_MODULES names extra modules that register types.
+Demo types load when ENABLE_DEMO_REPORTS is on; REPORT_MODULES names extra modules that register types;
+REPORT_TYPES_FILE's declared types (app/reports/declared) are swapped in as one set by `replace_declared`.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ class ReportType:
     steps: tuple[Step, ...] = ()
     priority: int | None = None  # a job's priority when its submit names none (else 5)
     max_concurrency: int | None = None  # running jobs of this type across every worker (None: no cap)
+    kind: str = "python"  # a declared type's kind (`sql`, …): it came from REPORT_TYPES_FILE
 
     def __post_init__(self) -> None:
         if self.priority is not None and not 0 <= self.priority <= 9:
@@ -57,6 +59,7 @@ class ReportRegistry:
     def __init__(self) -> None:
         self._types: dict[str, ReportType] = {}
         self._loaded_modules: set[str] = set()
+        self._declared: frozenset[str] = frozenset()  # the names REPORT_TYPES_FILE put here
 
     def report_type(
         self,
@@ -70,6 +73,7 @@ class ReportRegistry:
         max_concurrency: int | None = None,
     ) -> Callable[[ReportFn], ReportFn]:
         def decorator(fn: ReportFn) -> ReportFn:
+            self._declared -= {name}  # a Python type of that name takes the place of a declared one
             self._types[name] = ReportType(
                 name=name,
                 description=description or (fn.__doc__ or "").strip().split("\n")[0],
@@ -110,6 +114,7 @@ class ReportRegistry:
             priority=priority,
             max_concurrency=max_concurrency,
         )
+        self._declared -= {name}
         self._types[name] = rtype
         return rtype
 
@@ -118,6 +123,23 @@ class ReportRegistry:
 
     def all(self) -> list[ReportType]:
         return sorted(self._types.values(), key=lambda t: t.name)
+
+    def python_names(self) -> set[str]:
+        """The names registered in Python (a declared type may not take one)."""
+        return set(self._types) - self._declared
+
+    def declared(self) -> list[ReportType]:
+        return sorted((self._types[n] for n in self._declared), key=lambda t: t.name)
+
+    def replace_declared(self, types: Sequence[ReportType]) -> None:
+        """Swap the declared set for `types` in one step (no reader sees half of it): names gone from the
+        file go, new ones come, changed ones are replaced. Refuses (ValueError) a name a Python type has."""
+        taken = sorted({t.name for t in types} & self.python_names())
+        if taken:
+            raise ValueError(f"declared names taken by Python report types: {', '.join(taken)}")
+        merged = {name: t for name, t in self._types.items() if name not in self._declared}
+        merged.update((t.name, t) for t in types)
+        self._types, self._declared = merged, frozenset(t.name for t in types)
 
     def load(self, enable_demo: bool, modules: list[str] | None = None) -> None:
         """Import the modules that register report types (idempotent)."""
