@@ -36,7 +36,7 @@ CHILD_DEFAULTS = {
     "OUTPUT_DIR": "./var/outputs",
     "LOG_JSON": "false",
     "API_WORKERS": "0",  # one API process per core (app.serve)
-    # The demo HTTP report types (examples/http-report-types.toml) call the local demo report service.
+    # The demo HTTP report types (examples/report-types.toml) call the local demo report service.
     "HTTP_REPORT_ALLOWED_HOSTS": "127.0.0.1",
     "DEMO_REPORT_SERVICE_SECRET": "dev-demo-report-service-secret",
 }

@@ -110,7 +110,9 @@ class DeclaredTypeFields(BaseSettings):
 # ---- end of declared report types ------------------------------------------------------------------------
 
 
-class Settings(HttpReportFields, DeclaredTypeFields, DeliveryLinkFields, RuntimeFields, NotifyFields, CoreFields):
+class Settings(
+    HttpReportFields, DeclaredTypeFields, DeliveryLinkFields, RuntimeFields, NotifyFields, CoreFields
+):
     """Every setting (the fields, by topic, in app/core/config_fields.py: their descriptions are the docs'
     configuration table, links relative to docs/), parsed and checked."""
 

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel
 
 from app.reports.declared.http import http_report, parse_http_spec
+from app.reports.declared.loader import build
 from app.reports.registry import ReportRegistry, ReportType, registry
 from devtools import demo_report_service
 from tests.utils.fakes.report_service import SECRET, ServiceCall
@@ -73,33 +74,19 @@ def register(target: ReportRegistry) -> None:
         target._types[rtype.name] = rtype
 
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "http-report-types.toml"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "report-types.toml"
 
 
 def example_types(port: int) -> list[ReportType]:
-    """The example declarations (examples/http-report-types.toml), the demo service's port replaced, their
-    params schema as the params model."""
+    """The example HTTP declarations of examples/report-types.toml, built by the declarations loader, the
+    demo service's port replaced."""
     declared = tomllib.loads(EXAMPLES.read_text())["report_types"]
     types = []
-    for table in declared:
+    for name, table in declared.items():
+        if table.get("kind") != "http":
+            continue
         table = {**table, "url": table["url"].replace(":8099/", f":{port}/")}
-        schema = table["params"]
-        fields: dict[str, Any] = {
-            name: (str if prop["type"] == "string" else int, prop.get("default", ...))
-            for name, prop in schema["properties"].items()
-        }
-        model = create_model(f"Params_{table['name'].replace('.', '_')}", **fields)
-        spec = parse_http_spec(table["name"], table, schema)
-        types.append(
-            ReportType(
-                name=table["name"],
-                description=table["description"],
-                params_model=model,
-                fn=http_report(spec),
-                timeout_s=table.get("timeout_s"),
-                max_attempts=table.get("max_attempts"),
-            )
-        )
+        types.append(build(name, table, set()).rtype)
     return types
 
 

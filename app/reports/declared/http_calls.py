@@ -30,6 +30,7 @@ from app.models import RemoteAttempt
 from app.reports import remote
 from app.reports.base import OutputInfo, PermanentError, ReportContext
 from app.reports.declared.http_spec import HttpSpec, render_header, render_url
+from app.reports.registry import registry
 
 ROWS_HEADER = "X-Report-Rows"
 ATTEMPT_HEADER = "X-Report-Attempt"
@@ -68,7 +69,9 @@ async def _addresses(url: str, settings: Settings) -> list[IPAddress]:
 
 def _callback(spec: HttpSpec, ctx: ReportContext, nonce: str, settings: Settings) -> dict[str, Any]:
     """The per-attempt callback URL (signed, scoped to this run of the attempt, expiring) for the body."""
-    ttl_s = (spec.attempt_ttl_s or settings.job_timeout_s) + TOKEN_SLACK_S
+    rtype = registry.get(spec.name)  # a declared type's timeout_s is the loader's (not in the spec)
+    timeout_s = spec.attempt_ttl_s or (rtype.timeout_s if rtype is not None else None)
+    ttl_s = (timeout_s or settings.job_timeout_s) + TOKEN_SLACK_S
     claim = claim_for(ctx.job_id, ctx.replay, ctx.attempt, ctx.tenant, nonce, ttl_s)
     try:
         token = mint(claim, settings)

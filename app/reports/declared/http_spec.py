@@ -98,6 +98,40 @@ def _check_url(template: str, properties: Mapping[str, Any]) -> None:
         raise DeclarationError("url", "must not have a #fragment")
 
 
+FIELDS = {
+    "url",
+    "method",
+    "mode",
+    "headers",
+    "secret",
+    "secret_env",
+    "request_timeout_s",
+    "heartbeat_timeout_s",
+}
+
+
+# The type's own keys: the loader takes them out before a kind parses; direct callers may leave them in.
+TYPE_FIELDS = {
+    "name",
+    "kind",
+    "description",
+    "params",
+    "timeout_s",
+    "max_attempts",
+    "priority",
+    "max_concurrency",
+}
+
+
+def _no_unknown_fields(table: Mapping[str, Any]) -> None:
+    """A misspelt field is refused, not ignored (as the `sql` kind does)."""
+    unknown = sorted(set(table) - FIELDS - TYPE_FIELDS)
+    if unknown:
+        raise DeclarationError(
+            unknown[0], f"unknown field of kind 'http' (known: {', '.join(sorted(FIELDS))})"
+        )
+
+
 def _seconds(table: Mapping[str, Any], key: str, default: float | None) -> float | None:
     value = table.get(key, default)
     if value is None:
@@ -147,6 +181,7 @@ def parse_http_spec(name: str, table: dict[str, Any], params_schema: dict[str, A
     properties = params_schema.get("properties") or {}
     if not isinstance(properties, Mapping):
         raise DeclarationError("params", "`properties` must be an object")
+    _no_unknown_fields(table)
     url = table.get("url")
     if not isinstance(url, str) or not url:
         raise DeclarationError("url", "is required: the URL template of the team's service")

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.reports.declared.http import http_report, parse_http_spec
 from app.reports.declared.sql import check_sql_spec, parse_sql_spec, sql_report
 from app.reports.registry import ReportFn
 
@@ -30,4 +31,5 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     "sql": Kind(parse_sql_spec, sql_report, check_sql_spec),
+    "http": Kind(parse_http_spec, http_report),
 }

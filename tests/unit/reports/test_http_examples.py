@@ -1,4 +1,4 @@
-"""The example HTTP report types `make run` demonstrates (examples/http-report-types.toml) are valid
+"""The example HTTP report types `make run` demonstrates (examples/report-types.toml) are valid
 declarations: one sync, one async, both signed with the demo service's secret from the environment."""
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ async def test_a_name_shadowing_a_python_type_is_refused(local_source: Path) -> 
 async def test_an_unknown_kind_is_refused_naming_the_known_ones(local_source: Path) -> None:
     text = GOOD.replace('kind = "sql"', 'kind = "ftp"')
     error = await refused(local_source, text)
-    assert error.field == "kind" and "unknown kind 'ftp' (known: sql)" in error.reason
+    assert error.field == "kind" and "unknown kind 'ftp' (known: http, sql)" in error.reason
     assert error.line == line_of(text, 'kind = "ftp"')
 
 
@@ -178,3 +178,43 @@ def test_reportctl_types_check_is_the_same_check(local_source: Path) -> None:
         in result.output
     )
     assert "no such column: nope" in result.output
+
+
+HTTP_TYPE = """
+[report_types."sales.remote"]
+kind = "http"
+description = "Rendered by the team's own service"
+timeout_s = 90
+url = "https://reports.internal/sales/{region}"
+mode = "async"
+secret_env = "SALES_REPORT_SECRET"
+
+[report_types."sales.remote".params]
+type = "object"
+required = ["region"]
+properties.region = { type = "string" }
+"""
+
+
+async def test_an_http_type_is_declared_in_the_same_file(tmp_path: Path) -> None:
+    path = tmp_path / "types.toml"
+    path.write_text(HTTP_TYPE, encoding="utf-8")
+    [rtype] = await loader.load(path, set())
+    assert (rtype.name, rtype.kind, rtype.timeout_s) == ("sales.remote", "http", 90)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (("mode = ", "mdoe = "), "mdoe"),
+        (("/sales/{region}", "/sales/{area}"), "url"),
+        (("https://reports.internal/sales/{region}", "https://{region}.internal/sales"), "url"),
+    ],
+)
+async def test_a_bad_http_type_is_refused_at_its_line(
+    tmp_path: Path, change: tuple[str, str], field: str
+) -> None:
+    text = HTTP_TYPE.replace(*change)
+    error = await refused(tmp_path, text)
+    assert error.field == field and error.type_name == "sales.remote", str(error)
+    assert error.line is not None
