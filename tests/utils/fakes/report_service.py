@@ -8,8 +8,6 @@ Behaviours, one per request (then "file"): "file" (200 with a CSV, its name and 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import threading
 import time
@@ -18,21 +16,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+from tests.utils.fakes.receiver import verify
+
 SECRET = "report-service-secret-0123456789"
 CSV = b"region,amount\nnorth,10\nsouth,20\n"
-
-
-def signature_ok(secret: str, header: str, signed: bytes, tolerance_s: float = 300) -> bool:
-    """The service's check: HMAC-SHA256 over "<t>." + body (GET: the query string), in constant time."""
-    parts = dict(item.split("=", 1) for item in header.split(",") if "=" in item)
-    try:
-        timestamp = int(parts["t"])
-    except (KeyError, ValueError):
-        return False
-    if abs(time.time() - timestamp) > tolerance_s:
-        return False
-    expected = hmac.new(secret.encode(), f"{timestamp}.".encode() + signed, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, parts.get("v1", ""))
 
 
 @dataclass
@@ -84,7 +71,7 @@ class FakeReportService:
         self, handler: BaseHTTPRequestHandler, method: str, signed: bytes, envelope: dict[str, Any]
     ) -> None:
         headers = {k.lower(): v for k, v in handler.headers.items()}
-        ok = signature_ok(self.secret, headers.get("x-report-signature", ""), signed)
+        ok = verify(self.secret, headers.get("x-report-signature", ""), signed)  # as a receiver checks
         with self._lock:
             behaviour = self.script.pop(0) if self.script else "file"
         status = {"file": 200, "accept": 202, "http500": 500, "http404": 404, "http429": 429}[behaviour]
