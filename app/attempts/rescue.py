@@ -8,7 +8,7 @@ import logging
 from datetime import timedelta
 
 from app.attempts.repository import AttemptRepository
-from app.attempts.service import error_dict, fail_attempt, finish_cancelled
+from app.attempts.service import complete_attempt, error_dict, fail_attempt, finish_cancelled
 from app.core import metrics
 from app.core.db import session_scope
 from app.core.states import AttemptKey, AttemptOutcome, JobStatus
@@ -16,6 +16,7 @@ from app.core.times import utcnow
 from app.dispatch import queue
 from app.dispatch.lanes import attempt_code
 from app.fairshare.service import release_slots, slots_held
+from app.reports import remote
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,20 @@ async def declare_lost(stuck_after_s: float, limit: int = 500) -> int:
                 over.append(job.id)
                 fences[job.id] = attempt_code(key.replay, key.attempt)
             continue
+        reported = await remote.reported_outcome(job.id, job.replay_count, job.attempt)
+        if reported is not None and reported.outcome == "succeeded":
+            # An outside service reported the file (answered 202) and the worker waiting for it died: the
+            # attempt succeeded, it is not lost.
+            if await complete_attempt(key, remote.output_of(reported)):
+                declared += 1
+                over.append(job.id)
+                fences[job.id] = attempt_code(key.replay, key.attempt)
+            continue
         message = f"no heartbeat for {stuck_after_s:g} s from worker {job.worker or '?'}"
-        result = await fail_attempt(key, AttemptOutcome.LOST, error_dict("LostWorker", message, True))
+        outcome, error = AttemptOutcome.LOST, error_dict("LostWorker", message, True)
+        if reported is not None:  # the service reported a failure: that is the attempt's outcome
+            outcome, error = AttemptOutcome.FAILED, remote.error_of(reported)
+        result = await fail_attempt(key, outcome, error)
         if not result.applied:
             continue
         declared += 1

@@ -25,7 +25,8 @@ from app.core.states import AttemptKey, AttemptOutcome, JobStatus
 from app.models import ReportJob
 from app.outputs import get_output_store
 from app.reports.base import OutputInfo, PermanentError, ReportContext
-from app.reports.registry import registry
+from app.reports.declared import declarations
+from app.reports.registry import ReportType, registry
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,7 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
         scheduled_for=job.scheduled_for,
         requested_format=_requested_format(job.params),
     )
-    rtype = registry.get(job.report_type)
+    rtype = registry.get(job.report_type) or await _declared_since(job.report_type)
     outcome: AttemptOutcome | None = None
     error: dict[str, Any] | None = None
     behind: list[asyncio.Task[Any]] = []  # a report that ignored its cancel (see CANCEL_GRACE_S)
@@ -177,7 +178,9 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
         outcome, error = (
             AttemptOutcome.FAILED,
             service.error_dict(
-                "UnknownReportType", f"no report type {job.report_type!r} is registered on this worker", False
+                "UnknownReportType",
+                f"no report type {job.report_type!r} is registered on this worker",
+                declarations.path() is not None,  # declared on the API first, the workers follow: retried
             ),
         )
     else:
@@ -202,6 +205,15 @@ async def _run_attempt(job: ReportJob, key: AttemptKey, span: Span | None) -> Ru
         # the job's next attempt never runs beside it; arq's own limit bounds the wait.
         await asyncio.wait(behind)
     return result
+
+
+async def _declared_since(name: str) -> ReportType | None:
+    """A type this worker does not know may have been declared since its last look at REPORT_TYPES_FILE
+    (the API took the job after its own reload): look again now rather than fail the job."""
+    if declarations.path() is None:
+        return None
+    await asyncio.to_thread(declarations.load_now)
+    return registry.get(name)
 
 
 async def _recorded(record: Callable[[], Awaitable[RunResult]]) -> RunResult:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from app.models import RemoteAttempt
 from app.outputs import get_output_store
 from app.outputs.base import attempt_key, safe_filename
 from app.outputs.local import AtomicFile
+from app.reports.base import OutputInfo
 from app.reports.remote_repository import AttemptState, RemoteAttemptRepository
 
 
@@ -48,18 +50,51 @@ class Upload:
 # ---- the worker's side ----------------------------------------------------------------------------------
 
 
-async def hand_over(job_id: str, replay: int, attempt: int, tenant: str) -> str:
-    """Open the attempt's row before the service is called; returns the run's nonce (its token carries it)."""
+async def hand_over(job_id: str, replay: int, attempt: int, tenant: str) -> tuple[str, RemoteAttempt | None]:
+    """Open the attempt's row before the service is called; returns the run's nonce (its token carries it),
+    or the outcome an earlier run of this attempt number reported before it was handed back (the service
+    was answered 202: its result is taken, the service is not called again)."""
     nonce = new_id()
     async with session_scope() as session:
-        await RemoteAttemptRepository(session).open((job_id, replay, attempt), tenant, nonce, utcnow())
-    return nonce
+        repo = RemoteAttemptRepository(session)
+        reported = await repo.open((job_id, replay, attempt), tenant, nonce, utcnow())
+    return nonce, reported
+
+
+async def reported_outcome(job_id: str, replay: int, attempt: int) -> RemoteAttempt | None:
+    """The outcome the service reported for this attempt, if any (the stuck scan applies it rather than
+    declaring the attempt lost: the service was answered 202)."""
+    async with session_scope() as session:
+        row = await RemoteAttemptRepository(session).reported((job_id, replay, attempt))
+    return row if row is not None and row.outcome is not None else None
 
 
 async def poll(job_id: str, replay: int, attempt: int) -> RemoteAttempt | None:
     """What the service reported so far (one primary-key read)."""
     async with session_scope() as session:
         return await RemoteAttemptRepository(session).get((job_id, replay, attempt))
+
+
+def output_of(row: RemoteAttempt) -> OutputInfo:
+    """The file a reported success names, as the attempt's output."""
+    return OutputInfo(
+        path=row.output_path or "",
+        filename=row.output_filename or "",
+        content_type=row.output_content_type or "application/octet-stream",
+        size=row.output_size or 0,
+        rows=row.output_rows,
+    )
+
+
+def error_of(row: RemoteAttempt) -> dict[str, Any]:
+    """A reported failure as the attempt's error (retryable as the service said)."""
+    error = row.error or {}
+    message = str(error.get("message", ""))
+    return {
+        "type": "RemoteReportFailed",
+        "message": f"the service reported a failure: {message}"[:2000],
+        "retryable": bool(error.get("retryable")),
+    }
 
 
 # ---- the service's side (the attempt-callback routes) ------------------------------------------------
@@ -70,6 +105,13 @@ def _claim(token: str) -> AttemptClaim:
         return verify(token, get_settings())
     except TokenRefused as exc:
         raise AttemptCallbackRefused(exc.status, str(exc), cancel=exc.status == 410) from None
+
+
+def _beat_after() -> datetime:
+    """A report is taken only while the attempt's worker beats: one silent for half of STUCK_AFTER_S may be
+    being declared lost (its worker died), so a report then is refused (410), never accepted and dropped;
+    one taken before is applied by the stuck scan if no worker does (`reported_outcome`)."""
+    return utcnow() - timedelta(seconds=get_settings().stuck_after_s / 2)
 
 
 def _refuse_ended(claim: AttemptClaim, state: AttemptState) -> None:
@@ -87,7 +129,7 @@ async def _record(claim: AttemptClaim, values: dict[str, Any]) -> AttemptState:
     """Check the attempt still runs, then record `values` on this run's row while no outcome was reported."""
     async with session_scope() as session:
         repo = RemoteAttemptRepository(session)
-        state = await repo.state(claim)
+        state = await repo.state(claim, _beat_after())
         _refuse_ended(claim, state)
         if await repo.touch(claim, values) == 1:
             return state
@@ -120,7 +162,7 @@ async def complete(token: str, chunks: AsyncIterator[bytes], upload: Upload) -> 
     call stores nothing (the file is removed again)."""
     claim = _claim(token)
     async with session_scope() as session:
-        _refuse_ended(claim, await RemoteAttemptRepository(session).state(claim))
+        _refuse_ended(claim, await RemoteAttemptRepository(session).state(claim, _beat_after()))
     name = safe_filename(upload.filename)
     key = attempt_key(claim.job_id, claim.replay, claim.attempt, f"{new_id().lower()}-{name}")
     size = await _store(key, chunks, upload.content_type, name)

@@ -46,23 +46,44 @@ def _open_run(claim: AttemptClaim) -> list[ColumnElement[bool]]:
 
 
 class RemoteAttemptRepository(Repository):
-    async def open(self, key: tuple[str, int, int], tenant: str, nonce: str, now: datetime) -> None:
-        """The row of a run handed to the service (replacing an earlier run's of the same attempt number)."""
-        await self.session.execute(delete(REMOTE).where(*_row_of(key)))
+    async def open(
+        self, key: tuple[str, int, int], tenant: str, nonce: str, now: datetime
+    ) -> RemoteAttempt | None:
+        """The row of a run handed to the service, replacing an earlier run's of the same attempt number (a
+        hand-back at shutdown) — unless that run's outcome was reported: then that row is returned and kept
+        (the service was answered 202; its file is the attempt's), and no new run is opened."""
+        await self.session.execute(delete(REMOTE).where(*_row_of(key), remote.outcome.is_(None)))
+        reported = await self.get(key)
+        if reported is not None:
+            return reported
         job_id, replay, attempt_no = key
         values = {"job_id": job_id, "replay": replay, "attempt": attempt_no, "tenant": tenant}
         await self.session.execute(insert(REMOTE).values(**values, nonce=nonce, created_at=now, seen_at=now))
+        return None
 
     async def get(self, key: tuple[str, int, int]) -> RemoteAttempt | None:
         return await self.first(select(RemoteAttempt).where(*_row_of(key)), RemoteAttempt)
+
+    async def reported(self, key: tuple[str, int, int]) -> RemoteAttempt | None:
+        """The attempt's row once no report is being recorded: the job's row is locked first (`state` holds
+        it shared while a report is checked and recorded), so a report under way is seen, not missed."""
+        await self.session.execute(select(job.id).where(job.id == key[0]).with_for_update())
+        return await self.get(key)
 
     async def touch(self, claim: AttemptClaim, values: dict[str, Any]) -> int:
         """Record the service's word on its open run (contact, progress; the outcome once)."""
         return await self.rowcount(update(REMOTE).where(*_open_run(claim)).values(**values))
 
-    async def state(self, claim: AttemptClaim) -> AttemptState:
-        stmt = select(job.status, job.attempt, job.replay_count, job.tenant, job.cancel_requested).where(
-            job.id == claim.job_id
+    async def state(self, claim: AttemptClaim, beat_after: datetime | None = None) -> AttemptState:
+        """Where the claim's attempt stands, the job's row locked (shared) until the caller's commit: the
+        stuck scan's guarded update waits for a report being recorded. With `beat_after`, an attempt whose
+        worker last beat before it counts as ended ("lost"): the stuck scan may be declaring it so now."""
+        stmt = (
+            select(
+                job.status, job.attempt, job.replay_count, job.tenant, job.cancel_requested, job.heartbeat_at
+            )
+            .where(job.id == claim.job_id)
+            .with_for_update(read=True)
         )
         row = (await self.session.execute(stmt)).first()
         if row is None or row.tenant != claim.tenant:
@@ -72,6 +93,9 @@ class RemoteAttemptRepository(Repository):
             and row.attempt == claim.attempt
             and row.replay_count == claim.replay
         ):
+            silent = beat_after is not None and row.heartbeat_at is not None and row.heartbeat_at < beat_after
+            if silent:
+                return AttemptState(found=True, outcome="lost")
             return AttemptState(found=True, running=True, cancel_requested=bool(row.cancel_requested))
         ended = (
             select(attempt.outcome)

@@ -28,7 +28,7 @@ from app.http.ssrf import CallbackRefused, HostUnresolved, IPAddress, check_url
 from app.http.token_paths import ATTEMPT_CALLBACKS_PREFIX
 from app.models import RemoteAttempt
 from app.reports import remote
-from app.reports.base import OutputInfo, PermanentError, ReportContext
+from app.reports.base import PermanentError, ReportContext
 from app.reports.declared.http_spec import HttpSpec, render_header, render_url
 from app.reports.registry import registry
 
@@ -90,7 +90,11 @@ def _callback(spec: HttpSpec, ctx: ReportContext, nonce: str, settings: Settings
 
 
 def _request(
-    spec: HttpSpec, ctx: ReportContext, values: dict[str, Any], callback: dict[str, Any] | None
+    spec: HttpSpec,
+    ctx: ReportContext,
+    values: dict[str, Any],
+    callback: dict[str, Any] | None,
+    nonce: str | None = None,
 ) -> tuple[str, bytes | None, dict[str, str]]:
     """The URL, body and headers of the call: the envelope as JSON (POST, PUT) or in the query (GET), signed
     like our callbacks: `t=<unix s>,v1=<HMAC-SHA256 of "<t>." + body>` (GET: of the query string)."""
@@ -139,7 +143,9 @@ def _request(
             SIGNATURE_HEADER: sign(secret, int(time.time()), signed),
             EVENT_HEADER: "report.run",
             ATTEMPT_HEADER: f"{ctx.job_id}/r{ctx.replay}-a{ctx.attempt}",
-            "Idempotency-Key": f"{ctx.job_id}-r{ctx.replay}-a{ctx.attempt}",
+            # One run of one attempt: an attempt handed back at shutdown runs again under a new token, and a
+            # service that honours the key must take the new run as new work.
+            "Idempotency-Key": f"{ctx.job_id}-r{ctx.replay}-a{ctx.attempt}" + (f"-{nonce}" if nonce else ""),
         }
     )
     return url, body, headers
@@ -200,12 +206,20 @@ async def _save_answer(response: httpx.Response, spec: HttpSpec, ctx: ReportCont
 async def run_http_report(spec: HttpSpec, ctx: ReportContext, params: Any) -> None:
     settings = get_settings()
     values = _values(params)
-    addresses = await _addresses(render_url(spec.url, values), settings)
+    try:
+        url = render_url(spec.url, values)
+    except ValueError as exc:
+        raise PermanentError(f"HTTP report {spec.name}: {exc}") from None
+    addresses = await _addresses(url, settings)
     callback = None
+    nonce = None
     if spec.mode == "async":
-        nonce = await remote.hand_over(ctx.job_id, ctx.replay, ctx.attempt, ctx.tenant)
+        nonce, reported = await remote.hand_over(ctx.job_id, ctx.replay, ctx.attempt, ctx.tenant)
+        if reported is not None:  # reported before this attempt was handed back: taken, no second call
+            _take_outcome(reported, ctx, spec)
+            return
         callback = _callback(spec, ctx, nonce, settings)
-    url, body, headers = _request(spec, ctx, values, callback)
+    url, body, headers = _request(spec, ctx, values, callback, nonce)
     try:
         async with stream_pinned(
             spec.method, url, addresses, body, headers, spec.request_timeout_s
@@ -256,16 +270,10 @@ def _take_outcome(row: RemoteAttempt, ctx: ReportContext, spec: HttpSpec) -> Non
     if row.outcome == "succeeded" and row.output_path and row.output_filename:
         if row.output_rows is not None:
             ctx.set_rows(row.output_rows)
-        ctx.output_info = OutputInfo(
-            path=row.output_path,
-            filename=row.output_filename,
-            content_type=row.output_content_type or "application/octet-stream",
-            size=row.output_size or 0,
-            rows=row.output_rows,
-        )
+        ctx.output_info = remote.output_of(row)
         return
-    error = row.error or {}
-    message = f"HTTP report {spec.name}: the service reported a failure: {error.get('message', '')}"
-    if error.get("retryable"):
+    error = remote.error_of(row)
+    message = f"HTTP report {spec.name}: {error['message']}"
+    if error["retryable"]:
         raise HttpReportError(message)
     raise PermanentError(message)

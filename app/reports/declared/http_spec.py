@@ -194,6 +194,10 @@ def parse_http_spec(name: str, table: dict[str, Any], params_schema: dict[str, A
         raise DeclarationError(
             "mode", "must be `sync` (the answer is the file) or `async` (202, then callbacks)"
         )
+    if mode == "async" and str(method).upper() == "GET":
+        raise DeclarationError(
+            "method", "async needs POST or PUT: the attempt's callback token must not travel in a URL (logs)"
+        )
     secret, secret_env = _secret(table)
     request_timeout_s = _seconds(table, "request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S)
     heartbeat_timeout_s = _seconds(table, "heartbeat_timeout_s", DEFAULT_HEARTBEAT_TIMEOUT_S)
@@ -220,8 +224,12 @@ def _text(value: Any) -> str:
 
 def render_url(template: str, values: Mapping[str, Any]) -> str:
     """The template with each placeholder replaced by its param, URL-encoded (a `/` or `?` in a value stays
-    inside its segment)."""
+    inside its segment). A value of `.` or `..` is refused (ValueError): clients and servers resolve dot
+    segments, so it would climb out of its segment to another path of the service."""
     encoded = {k: urllib.parse.quote(_text(values.get(k)), safe="") for k in placeholders(template, "url")}
+    climbing = sorted(k for k, v in encoded.items() if v in (".", ".."))
+    if climbing:
+        raise ValueError(f"param {climbing[0]!r} may not be '.' or '..' (it would change the URL's path)")
     return template.format(**encoded)
 
 
