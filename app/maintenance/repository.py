@@ -13,7 +13,15 @@ from sqlalchemy import ColumnElement, Delete, Select, and_, delete, or_, select
 
 from app.core.repository import Repository, table_of
 from app.core.states import TERMINAL, WAITING, JobStatus, values
-from app.models import CallbackDelivery, DeadLetter, JobAttempt, JobStep, ReportDelivery, ReportJob
+from app.models import (
+    CallbackDelivery,
+    DeadLetter,
+    JobAttempt,
+    JobStep,
+    RemoteAttempt,
+    ReportDelivery,
+    ReportJob,
+)
 
 JOBS = table_of(ReportJob)
 job = JOBS.c
@@ -26,6 +34,7 @@ JOB_CHILDREN = (
     table_of(CallbackDelivery),
     table_of(JobStep),
     table_of(ReportDelivery),  # its deliveries and notices: their record goes with the job
+    table_of(RemoteAttempt),  # what an outside service reported of its attempts (HTTP reports)
 )
 
 
